@@ -1,0 +1,99 @@
+// Command portcullis runs the Portcullis gateway and its operator tools.
+// It parses flags, wires through package server, and exits; it holds no logic.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/portcullis-dev/portcullis/server"
+)
+
+func main() {
+	if err := root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "portcullis:", err)
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:           "portcullis",
+		Short:         "Execution identity and budgets for AI-agent tool calls, on an event-sourced ledger",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.AddCommand(serveCmd(), rebuildCmd())
+	return cmd
+}
+
+// ledgerFlags are the flags every command that opens the ledger takes.
+func ledgerFlags(cmd *cobra.Command, o *server.Options) {
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", "", "data directory: embedded JetStream, views, fingerprint key (required)")
+	f.StringVar(&o.NatsURL, "nats-url", "", "join an existing NATS/JetStream (e.g. nats://10.0.0.5:4222) instead of the embedded server")
+	f.StringVar(&o.NatsListen, "nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server, for other gateways to join (-1: any free port)")
+	f.IntVar(&o.Replicas, "replicas", 0, "stream replicas (0: 1 on a single server, 3 on a cluster)")
+	f.StringVar(&o.FingerprintKey, "fingerprint-key", os.Getenv("PORTCULLIS_FINGERPRINT_KEY"), "fingerprint key as 64 hex chars (default $PORTCULLIS_FINGERPRINT_KEY, else DATA_DIR/fingerprint.key)")
+	f.BoolVar(&o.UnsafeNoFsync, "unsafe-no-fsync", false, "UNSAFE: do not fsync every JetStream write (acknowledged writes can be lost on power loss)")
+	_ = cmd.MarkFlagRequired("data-dir")
+}
+
+func serveCmd() *cobra.Command {
+	var o server.Options
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a gateway: Connect API on --listen, ledger on embedded JetStream or --nats-url",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			return server.Run(ctx, o)
+		},
+	}
+	ledgerFlags(cmd, &o)
+	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:8080", "HOST:PORT of the Connect API")
+	cmd.Flags().StringVar(&o.ConfigPath, "config", "", "YAML config with tool contracts")
+	cmd.Flags().StringVar(&o.GatewayID, "gateway-id", "", "id of this gateway in the ledger (default: config gateway.id, else one kept in the data dir)")
+	return cmd
+}
+
+func rebuildCmd() *cobra.Command {
+	var o server.Options
+	cmd := &cobra.Command{
+		Use:   "rebuild",
+		Short: "Rebuild the views from the streams (stop the gateway on this data dir first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			var bar *progressbar.ProgressBar
+			err := server.Rebuild(ctx, o, func(applied, total uint64) {
+				if bar == nil {
+					bar = progressbar.NewOptions64(int64(total), progressbar.OptionSetDescription("rebuilding views"),
+						progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
+						progressbar.OptionSetItsString("events"), progressbar.OptionThrottle(100_000_000))
+				}
+				_ = bar.Set64(int64(applied))
+			})
+			if bar != nil {
+				_ = bar.Finish()
+				fmt.Fprintln(os.Stderr)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, "views rebuilt")
+			return nil
+		},
+	}
+	ledgerFlags(cmd, &o)
+	return cmd
+}

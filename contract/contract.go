@@ -1,0 +1,116 @@
+// Package contract holds the written retry answer for a tool: its retry
+// class, fingerprint rules, match window and approval mode. It is pure domain
+// code: it imports no NATS, Pebble or Connect, and does no I/O. The config
+// package builds contracts from YAML; the ledger and the fingerprint packages
+// read them.
+package contract
+
+import (
+	"fmt"
+	"time"
+)
+
+// RetryClass says what may be done when the caller loses the answer after dispatch.
+type RetryClass string
+
+// The retry classes of DESIGN.md §1.
+const (
+	ReadOnly       RetryClass = "read_only"       // recorded, never matched
+	IdempotencyKey RetryClass = "idempotency_key" // target honours Idempotency-Key: resend with the same key
+	StatusQuery    RetryClass = "status_query"    // outcome can be checked at the target
+	Irreversible   RetryClass = "irreversible"    // blocked for review after an unknown outcome
+)
+
+// RetryClasses lists every valid class, in the order documentation names them.
+var RetryClasses = []RetryClass{ReadOnly, IdempotencyKey, StatusQuery, Irreversible}
+
+// Valid reports whether c is one of RetryClasses.
+func (c RetryClass) Valid() bool {
+	for _, v := range RetryClasses {
+		if c == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Approval is how an execution of the tool gets authorized.
+type Approval string
+
+// Approval modes.
+const (
+	// ApprovalSession: a new agent process gets session-scoped authorization by default.
+	ApprovalSession Approval = "session"
+	// ApprovalPerUse: every execution waits in AWAITING_APPROVAL for a person.
+	ApprovalPerUse Approval = "per_use"
+)
+
+// Valid reports whether a is a known approval mode.
+func (a Approval) Valid() bool { return a == ApprovalSession || a == ApprovalPerUse }
+
+// FingerprintRules normalize a tool's arguments before they are digested.
+// Paths are dot-separated object keys ("region", "spec.replicas").
+type FingerprintRules struct {
+	Defaults map[string]any // applied when absent, so present-with-default equals absent
+	Ignore   []string       // removed: no semantic meaning
+	Secrets  []string       // replaced by a keyed digest; never stored in the clear
+}
+
+// MatchWindow is how long a prior execution can absorb a retry.
+// The zero value matches nothing; UntilResolved matches while the execution
+// is not terminal.
+type MatchWindow struct {
+	Duration      time.Duration
+	UntilResolved bool
+}
+
+// Covers reports whether an execution accepted at acceptedAt can still absorb
+// a retry at now.
+func (w MatchWindow) Covers(acceptedAt, now time.Time) bool {
+	if w.UntilResolved {
+		return true
+	}
+	return now.Before(acceptedAt.Add(w.Duration))
+}
+
+// String renders the window as written in config ("10m0s", "until_resolved").
+func (w MatchWindow) String() string {
+	if w.UntilResolved {
+		return "until_resolved"
+	}
+	return w.Duration.String()
+}
+
+// Contract is the retry answer for one tool.
+type Contract struct {
+	Tool        string
+	Retry       RetryClass
+	MatchWindow MatchWindow
+	Fingerprint FingerprintRules
+	Approval    Approval
+}
+
+// Validate checks the invariants every contract must hold.
+func (c Contract) Validate() error {
+	switch {
+	case c.Tool == "":
+		return fmt.Errorf("contract without a tool name")
+	case !c.Retry.Valid():
+		return fmt.Errorf("tool %q: unknown retry class %q", c.Tool, c.Retry)
+	case !c.Approval.Valid():
+		return fmt.Errorf("tool %q: unknown approval mode %q", c.Tool, c.Approval)
+	case c.Retry != ReadOnly && !c.MatchWindow.UntilResolved && c.MatchWindow.Duration <= 0:
+		return fmt.Errorf("tool %q: match_window must be positive or until_resolved", c.Tool)
+	}
+	return nil
+}
+
+// Book is the set of contracts a gateway knows, by tool name.
+type Book map[string]Contract
+
+// Lookup returns the contract for tool, or false when the tool has none
+// (such a tool is refused).
+func (b Book) Lookup(tool string) (Contract, bool) {
+	c, ok := b[tool]
+	return c, ok
+}

@@ -1,0 +1,144 @@
+package fingerprint
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Action is what a caller asks to do. Every field is part of the canonical
+// action record, so a change to any of them is a different action.
+type Action struct {
+	Actor         string // who asks (agent identity)
+	Tool          string // tool name; its contract supplies the rules
+	Channel       string // how the tool reaches the target (e.g. "http", "ssh")
+	Target        string // what the action touches (URL, host)
+	CredentialRef string // name of the credential used, never the credential
+	Method        string // verb at the target (e.g. "POST")
+	// Arguments is the caller's raw JSON; it must be a JSON object or empty
+	// (empty means {}), at most MaxArgumentsBytes and MaxDepth deep.
+	Arguments []byte
+	// IntentScope is the context in which a retry is plausible
+	// ("run:5f8097"). It is in the fingerprint but not in the request digest.
+	IntentScope string
+}
+
+// Keys of the canonical action record (DESIGN.md §1).
+const (
+	fieldActor         = "actor"
+	fieldTool          = "tool"
+	fieldChannel       = "channel"
+	fieldTarget        = "target"
+	fieldCredentialRef = "credential_ref"
+	fieldMethod        = "method"
+	fieldArguments     = "arguments"
+	fieldIntentScope   = "intent_scope"
+)
+
+type stringField struct{ key, value string }
+
+// stringFields are the record's members other than the arguments.
+func (a Action) stringFields() []stringField {
+	return []stringField{
+		{fieldActor, a.Actor},
+		{fieldTool, a.Tool},
+		{fieldChannel, a.Channel},
+		{fieldTarget, a.Target},
+		{fieldCredentialRef, a.CredentialRef},
+		{fieldMethod, a.Method},
+		{fieldIntentScope, a.IntentScope},
+	}
+}
+
+// validate refuses a string field that is not valid UTF-8: encoding would
+// replace its bad bytes with U+FFFD and merge distinct values.
+func (a Action) validate() error {
+	for _, f := range a.stringFields() {
+		if !utf8.ValidString(f.value) {
+			return fmt.Errorf("action: %s is not valid UTF-8: %w", f.key, ErrInvalidAction)
+		}
+	}
+	return nil
+}
+
+// records returns the canonical action record for a with the normalized
+// args, and the same record without intent_scope (for the request digest).
+//
+// The arguments go through canonicalJSON once; the record's own members are
+// then written in key order. Its keys are fixed ASCII names, for which byte
+// order is RFC 8785's UTF-16 order, so the result is exactly what
+// canonicalJSON would give for the whole record (the tests check this)
+// without canonicalizing up to 64 KiB of arguments twice.
+func (a Action) records(args map[string]any) (full, request []byte, err error) {
+	argsJSON, err := canonicalJSON(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	members := []recordMember{{key: fieldArguments, value: argsJSON}}
+	for _, f := range a.stringFields() {
+		c, err := canonicalJSON(f.value)
+		if err != nil {
+			return nil, nil, err
+		}
+		members = append(members, recordMember{key: f.key, value: c})
+	}
+	slices.SortFunc(members, func(x, y recordMember) int { return strings.Compare(x.key, y.key) })
+	return assemble(members, ""), assemble(members, fieldIntentScope), nil
+}
+
+// recordMember is one member of the record, its value canonical JSON.
+type recordMember struct {
+	key   string
+	value []byte
+}
+
+// assemble writes the members, sorted by key, as one JSON object, leaving
+// out the member named skip.
+func assemble(members []recordMember, skip string) []byte {
+	n := 2
+	for _, m := range members {
+		n += len(m.key) + len(m.value) + 4
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	for _, m := range members {
+		if m.key == skip {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, '"')
+		out = append(out, m.key...)
+		out = append(out, '"', ':')
+		out = append(out, m.value...)
+	}
+	return append(out, '}')
+}
+
+// canonicalJSON serializes a decoded value as RFC 8785 canonical JSON.
+//
+// RFC 8785 is done by github.com/gowebpki/jcs rather than by hand: it is a
+// well-kept implementation of the RFC (the reference code's maintained fork)
+// and gets the hard parts right, ES6 number formatting and ordering of keys
+// by UTF-16 code units, which a sort of Go strings (UTF-8 bytes) does not.
+// encoding/json only produces the input it reads; every value here has been
+// checked on decoding, so a failure is a bug, not bad input.
+func canonicalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("fingerprint: encode record: %w", err)
+	}
+	out, err := jcs.Transform(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint: canonicalize record: %w", err)
+	}
+	return out, nil
+}

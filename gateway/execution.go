@@ -1,0 +1,230 @@
+// Package gateway serves the ledger over Connect RPC: it converts protobuf
+// requests into ledger calls and ledger errors into Connect codes (in one
+// function, errors.go). It holds no rules of its own.
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"github.com/portcullis-dev/portcullis/fingerprint"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// ExecutionService implements portcullis.v1.ExecutionService on a ledger.Service.
+type ExecutionService struct {
+	Ledger *ledger.Service
+}
+
+var _ portcullisv1connect.ExecutionServiceHandler = (*ExecutionService)(nil)
+
+// Begin accepts or attaches one tool call.
+func (s *ExecutionService) Begin(ctx context.Context, req *connect.Request[pb.BeginRequest]) (*connect.Response[pb.BeginResponse], error) {
+	m := req.Msg
+	a := m.GetAction()
+	if a == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("action is required"))
+	}
+	var args []byte
+	if a.GetArguments() != nil {
+		var err error
+		if args, err = protojson.Marshal(a.GetArguments()); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("action.arguments: %w", err))
+		}
+	}
+	res, err := s.Ledger.Begin(ctx, ledger.BeginInput{
+		Action: fingerprint.Action{
+			Actor: a.GetActor(), Tool: a.GetTool(), Channel: a.GetChannel(), Target: a.GetTarget(),
+			CredentialRef: a.GetCredentialRef(), Method: a.GetMethod(), Arguments: args, IntentScope: a.GetIntentScope(),
+		},
+		OperationKey: m.GetOperationKey(),
+		Correlation:  m.GetCorrelation(),
+	})
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&pb.BeginResponse{
+		Decision: res.Decision, Execution: res.Execution, Recovery: res.Recovery, Reason: res.Reason,
+	}), nil
+}
+
+func (s *ExecutionService) change(ctx context.Context, id string, t pb.EventType, evidence string, apply func(*pb.Execution)) (*pb.Execution, error) {
+	x, err := s.Ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: t, Apply: apply, Evidence: evidence})
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return x, nil
+}
+
+// Authorize records the authorization of an execution.
+func (s *ExecutionService) Authorize(ctx context.Context, req *connect.Request[pb.AuthorizeRequest]) (*connect.Response[pb.AuthorizeResponse], error) {
+	if err := checkText("by", req.Msg.GetBy()); err != nil {
+		return nil, err
+	}
+	by := req.Msg.GetBy()
+	if by == "" {
+		by = "session"
+	}
+	x, err := s.change(ctx, req.Msg.GetExecutionId(), pb.EventType_EVENT_TYPE_AUTHORIZED, "", func(x *pb.Execution) { x.AuthorizedBy = by })
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.AuthorizeResponse{Execution: x}), nil
+}
+
+// Deny records that an execution must not be dispatched.
+func (s *ExecutionService) Deny(ctx context.Context, req *connect.Request[pb.DenyRequest]) (*connect.Response[pb.DenyResponse], error) {
+	m := req.Msg
+	if err := checkText("by", m.GetBy(), "reason", m.GetReason()); err != nil {
+		return nil, err
+	}
+	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_DENIED, "", func(x *pb.Execution) {
+		x.Reason = m.GetReason()
+		x.AuthorizedBy = m.GetBy()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.DenyResponse{Execution: x}), nil
+}
+
+// MarkDispatched wins the right to send to the target; exactly one caller wins.
+func (s *ExecutionService) MarkDispatched(ctx context.Context, req *connect.Request[pb.MarkDispatchedRequest]) (*connect.Response[pb.MarkDispatchedResponse], error) {
+	x, err := s.change(ctx, req.Msg.GetExecutionId(), pb.EventType_EVENT_TYPE_DISPATCHED, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.MarkDispatchedResponse{Execution: x}), nil
+}
+
+// MarkNotSent records that no byte reached the target.
+func (s *ExecutionService) MarkNotSent(ctx context.Context, req *connect.Request[pb.MarkNotSentRequest]) (*connect.Response[pb.MarkNotSentResponse], error) {
+	m := req.Msg
+	if err := checkText("reason", m.GetReason()); err != nil {
+		return nil, err
+	}
+	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_NOT_SENT, "", func(x *pb.Execution) { x.Reason = m.GetReason() })
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.MarkNotSentResponse{Execution: x}), nil
+}
+
+// RecordResult records the target's answer; error statuses are results too.
+func (s *ExecutionService) RecordResult(ctx context.Context, req *connect.Request[pb.RecordResultRequest]) (*connect.Response[pb.RecordResultResponse], error) {
+	m := req.Msg
+	if err := checkResult(m.GetResultBody(), m.GetResultContentType()); err != nil {
+		return nil, err
+	}
+	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_RESULT_OBSERVED, "", func(x *pb.Execution) {
+		setResult(x, m.GetTargetStatus(), m.GetResultBody(), m.GetResultContentType())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.RecordResultResponse{Execution: x}), nil
+}
+
+// RecordOutcomeUnknown records that the target may or may not have acted.
+func (s *ExecutionService) RecordOutcomeUnknown(ctx context.Context, req *connect.Request[pb.RecordOutcomeUnknownRequest]) (*connect.Response[pb.RecordOutcomeUnknownResponse], error) {
+	m := req.Msg
+	if err := checkText("reason", m.GetReason()); err != nil {
+		return nil, err
+	}
+	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN, "", func(x *pb.Execution) { x.Reason = m.GetReason() })
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.RecordOutcomeUnknownResponse{Execution: x}), nil
+}
+
+// MarkDelivered records that the agent received the result.
+func (s *ExecutionService) MarkDelivered(ctx context.Context, req *connect.Request[pb.MarkDeliveredRequest]) (*connect.Response[pb.MarkDeliveredResponse], error) {
+	x, err := s.change(ctx, req.Msg.GetExecutionId(), pb.EventType_EVENT_TYPE_DELIVERED, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.MarkDeliveredResponse{Execution: x}), nil
+}
+
+// Resolve settles an unknown outcome with evidence.
+func (s *ExecutionService) Resolve(ctx context.Context, req *connect.Request[pb.ResolveRequest]) (*connect.Response[pb.ResolveResponse], error) {
+	m := req.Msg
+	if err := checkText("by", m.GetBy(), "evidence", m.GetEvidence()); err != nil {
+		return nil, err
+	}
+	var t pb.EventType
+	switch m.GetResolution() {
+	case pb.Resolution_RESOLUTION_COMPLETED:
+		t = pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED
+		if err := checkResult(m.GetResultBody(), m.GetResultContentType()); err != nil {
+			return nil, err
+		}
+	case pb.Resolution_RESOLUTION_NOT_EXECUTED:
+		t = pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED
+	default:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("resolution must be RESOLUTION_COMPLETED or RESOLUTION_NOT_EXECUTED"))
+	}
+	evidence := m.GetEvidence()
+	if m.GetBy() != "" {
+		evidence = "by " + m.GetBy() + ": " + evidence
+	}
+	x, err := s.change(ctx, m.GetExecutionId(), t, evidence, func(x *pb.Execution) {
+		if t == pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED {
+			setResult(x, m.GetTargetStatus(), m.GetResultBody(), m.GetResultContentType())
+		} else {
+			x.Reason = "resolved not executed: " + evidence
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.ResolveResponse{Execution: x}), nil
+}
+
+// GetExecution reads one execution from the log.
+func (s *ExecutionService) GetExecution(ctx context.Context, req *connect.Request[pb.GetExecutionRequest]) (*connect.Response[pb.GetExecutionResponse], error) {
+	x, err := s.Ledger.Get(ctx, req.Msg.GetExecutionId())
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&pb.GetExecutionResponse{Execution: x}), nil
+}
+
+// ListExecutions pages through executions from the views, newest first.
+func (s *ExecutionService) ListExecutions(ctx context.Context, req *connect.Request[pb.ListExecutionsRequest]) (*connect.Response[pb.ListExecutionsResponse], error) {
+	m := req.Msg
+	xs, next, err := s.Ledger.List(ctx, ledger.ListQuery{PageSize: int(m.GetPageSize()), PageToken: m.GetPageToken(), State: m.GetState(), Tool: m.GetTool()})
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&pb.ListExecutionsResponse{Executions: xs, NextPageToken: next}), nil
+}
+
+func setResult(x *pb.Execution, status int32, body []byte, contentType string) {
+	x.TargetStatus = status
+	x.ResultBody = body
+	x.ResultContentType = contentType
+	x.ResultReference = "result_" + x.GetExecutionId()[len("act_"):]
+}
+
+func checkResult(body []byte, contentType string) error {
+	if len(body) > ledger.MaxResultBodyBytes {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("result_body is %d bytes; the limit is %d", len(body), ledger.MaxResultBodyBytes))
+	}
+	return checkText("result_content_type", contentType)
+}
+
+// checkText bounds free-text fields (pairs of name, value).
+func checkText(nv ...string) error {
+	for i := 0; i+1 < len(nv); i += 2 {
+		if len(nv[i+1]) > ledger.MaxFieldBytes {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is longer than %d bytes", nv[i], ledger.MaxFieldBytes))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package ledger
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/portcullis-dev/portcullis/contract"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+)
+
+// CheckNext asserts that next may follow prev (nil when next is the first
+// event) on one subject: its hash is right, it links to prev's hash, and for
+// an execution's subject the record it carries follows from prev's by a
+// legal transition. The projector calls it on every event it folds; the
+// Service calls it before every append.
+func CheckNext(prev, next *pb.Event) error {
+	if err := CheckHash(next); err != nil {
+		return err
+	}
+	if !bytes.Equal(next.GetPrevHash(), prev.GetHash()) {
+		return fmt.Errorf("%w: event %s on %s: chain broken (prev_hash does not match the previous event)", ErrCorrupt, next.GetEventId(), next.GetSubject())
+	}
+	ch := next.GetExecutionChanged()
+	if ch == nil {
+		if next.GetIntentClaimed() == nil || next.GetType() != pb.EventType_EVENT_TYPE_INTENT_CLAIMED {
+			return fmt.Errorf("%w: event %s: unknown body for %s", ErrCorrupt, next.GetEventId(), next.GetType())
+		}
+		return nil
+	}
+	x := ch.GetExecution()
+	if x.GetExecutionId() != next.GetExecutionId() {
+		return fmt.Errorf("%w: event %s carries execution %s", ErrCorrupt, next.GetEventId(), x.GetExecutionId())
+	}
+	if prev == nil {
+		want := pb.State_STATE_ACCEPTED
+		if x.GetState() == pb.State_STATE_AWAITING_APPROVAL {
+			want = pb.State_STATE_AWAITING_APPROVAL
+		}
+		if next.GetType() != pb.EventType_EVENT_TYPE_ACCEPTED || x.GetState() != want {
+			return fmt.Errorf("%w: event %s: an execution must start with ACCEPTED, got %s into %s", ErrCorrupt, next.GetEventId(), next.GetType(), x.GetState())
+		}
+		return nil
+	}
+	from := prev.GetExecutionChanged().GetExecution().GetState()
+	to, err := Transition(from, next.GetType(), classOf(x.GetRetryClass()))
+	if err != nil {
+		return fmt.Errorf("%w: event %s: %v", ErrCorrupt, next.GetEventId(), err)
+	}
+	if to != x.GetState() {
+		return fmt.Errorf("%w: event %s: %s from %s leads to %s, record says %s", ErrCorrupt, next.GetEventId(), next.GetType(), from, to, x.GetState())
+	}
+	return nil
+}
+
+var classes = map[pb.RetryClass]contract.RetryClass{
+	pb.RetryClass_RETRY_CLASS_READ_ONLY:       contract.ReadOnly,
+	pb.RetryClass_RETRY_CLASS_IDEMPOTENCY_KEY: contract.IdempotencyKey,
+	pb.RetryClass_RETRY_CLASS_STATUS_QUERY:    contract.StatusQuery,
+	pb.RetryClass_RETRY_CLASS_IRREVERSIBLE:    contract.Irreversible,
+}
+
+func classOf(c pb.RetryClass) contract.RetryClass { return classes[c] }
+
+// ClassProto converts a contract's retry class to its wire enum.
+func ClassProto(c contract.RetryClass) pb.RetryClass {
+	for k, v := range classes {
+		if v == c {
+			return k
+		}
+	}
+	return pb.RetryClass_RETRY_CLASS_UNSPECIFIED
+}

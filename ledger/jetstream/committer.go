@@ -1,0 +1,353 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/portcullis-dev/portcullis/ledger"
+)
+
+// Limits of the group committer.
+const (
+	maxBatchMsgs       = 1000             // the server's atomic batch limit
+	defaultInflight    = 8                // batches awaiting acknowledgement at once
+	maxInflight        = 32               // below the server's 50 per stream
+	queueLen           = 8192             // decisions waiting for a batch
+	maxCarry           = 4096             // decisions a worker holds back for the next batch
+	ackWaitMax         = 10 * time.Second // wait for a batch acknowledgement
+	transientRetries   = 5                // retries of a batch the server could not take (nothing landed)
+	transientBackoffer = 2 * time.Millisecond
+)
+
+// JetStream error codes the committer understands.
+const (
+	errCodeWrongLastSeq         = 10071
+	errCodeWrongLastSeqConstant = 10164
+	errCodeBatchIncomplete      = 10176
+	errCodeBatchTooManyInflight = 10210
+)
+
+var errClosed = errors.New("ledger log closed")
+
+type outMsg struct {
+	subject  string
+	expected uint64
+	data     []byte
+}
+
+// decision is one caller's append: all its messages land together or not at all.
+type decision struct {
+	ctx  context.Context
+	msgs []outMsg
+	seqs []uint64
+	err  error
+	done chan struct{}
+}
+
+func (d *decision) finish(seqs []uint64, err error) {
+	d.seqs, d.err = seqs, err
+	close(d.done)
+}
+
+// committer coalesces concurrent decisions into JetStream atomic batches.
+// Several workers each keep one batch in flight, so while one batch is
+// being synced to disk the next one fills; no caller waits for a batch to
+// fill. A batch never holds two messages for one subject, and no two
+// batches in flight do: each message keeps its own compare-and-set
+// condition, and one failed condition fails only its own decision (the
+// batch is split until the conflicting decision is isolated).
+type committer struct {
+	nc       *nats.Conn
+	queue    chan *decision
+	maxBatch int
+	known    knownSeqs
+	log      *slog.Logger
+
+	busyMu sync.Mutex
+	busy   map[string]struct{} // subjects in a batch in flight
+
+	quit chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func newCommitter(nc *nats.Conn, opt Options) *committer {
+	n := opt.InflightBatches
+	if n <= 0 {
+		n = defaultInflight
+	}
+	n = min(n, maxInflight)
+	mb := opt.MaxBatch
+	if mb <= 0 || mb > maxBatchMsgs {
+		mb = maxBatchMsgs
+	}
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	c := &committer{
+		nc: nc, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg,
+		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
+	}
+	for range n {
+		c.wg.Add(1)
+		go c.run()
+	}
+	return c
+}
+
+func (c *committer) close() {
+	c.once.Do(func() { close(c.quit) })
+	c.wg.Wait()
+	for {
+		select {
+		case d := <-c.queue:
+			d.finish(nil, errClosed)
+		default:
+			return
+		}
+	}
+}
+
+func (c *committer) submit(ctx context.Context, d *decision) ([]uint64, error) {
+	select {
+	case c.queue <- d:
+	case <-ctx.Done():
+		return nil, ctx.Err() // never sent
+	case <-c.quit:
+		return nil, errClosed
+	}
+	select {
+	case <-d.done:
+		return d.seqs, d.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ledger.ErrAppendUnknown, ctx.Err())
+	}
+}
+
+func (c *committer) run() {
+	defer c.wg.Done()
+	var carry []*decision
+	for {
+		if len(carry) == 0 {
+			select {
+			case d := <-c.queue:
+				carry = append(carry, d)
+			case <-c.quit:
+				return
+			}
+		}
+		var batch []*decision
+		batch, carry = c.collect(carry)
+		if len(batch) == 0 {
+			// Everything held back waits on a batch in flight elsewhere.
+			select {
+			case <-time.After(50 * time.Microsecond):
+			case <-c.quit:
+				for _, d := range carry {
+					d.finish(nil, errClosed)
+				}
+				return
+			}
+			continue
+		}
+		c.commit(batch, 0)
+		c.release(batch)
+	}
+}
+
+// collect builds the next batch from the held-back decisions, then from the
+// queue without waiting. Decisions whose subject is already in this batch
+// or in a batch in flight are held back; decisions that certainly conflict
+// (their subject already moved past what they read) fail at once.
+func (c *committer) collect(carry []*decision) (batch, held []*decision) {
+	n := 0
+	c.busyMu.Lock()
+	defer c.busyMu.Unlock()
+	take := func(d *decision) {
+		if err := d.ctx.Err(); err != nil {
+			d.finish(nil, err) // never sent
+			return
+		}
+		for _, m := range d.msgs {
+			if seq, moved := c.known.moved(m.subject, m.expected); moved {
+				d.finish(nil, &ledger.ConflictError{Subject: m.subject, Expected: m.expected, ActualSeq: seq})
+				return
+			}
+		}
+		if n+len(d.msgs) > c.maxBatch {
+			held = append(held, d)
+			return
+		}
+		for _, m := range d.msgs {
+			if _, taken := c.busy[m.subject]; taken {
+				held = append(held, d)
+				return
+			}
+		}
+		for _, m := range d.msgs {
+			c.busy[m.subject] = struct{}{}
+		}
+		n += len(d.msgs)
+		batch = append(batch, d)
+	}
+	for _, d := range carry {
+		take(d)
+	}
+	for n < c.maxBatch && len(held) < maxCarry {
+		select {
+		case d := <-c.queue:
+			take(d)
+		default:
+			return batch, held
+		}
+	}
+	return batch, held
+}
+
+func (c *committer) release(batch []*decision) {
+	c.busyMu.Lock()
+	for _, d := range batch {
+		for _, m := range d.msgs {
+			delete(c.busy, m.subject)
+		}
+	}
+	c.busyMu.Unlock()
+}
+
+// commit publishes the batch and answers every decision in it.
+func (c *committer) commit(batch []*decision, attempt int) {
+	var msgs []outMsg
+	for _, d := range batch {
+		msgs = append(msgs, d.msgs...)
+	}
+	last, err := c.publish(msgs)
+	var je *apiError
+	switch {
+	case err == nil:
+		seq := last - uint64(len(msgs)) + 1
+		for _, d := range batch {
+			seqs := make([]uint64, len(d.msgs))
+			for i, m := range d.msgs {
+				seqs[i] = seq
+				c.known.landed(m.subject, seq)
+				seq++
+			}
+			d.finish(seqs, nil)
+		}
+	case errors.As(err, &je) && je.conflict():
+		if len(batch) == 1 {
+			m := batch[0].msgs[0]
+			batch[0].finish(nil, &ledger.ConflictError{Subject: m.subject, Expected: m.expected, ActualSeq: je.actualSeq()})
+			return
+		}
+		half := len(batch) / 2
+		c.commit(batch[:half], 0)
+		c.commit(batch[half:], 0)
+	case errors.As(err, &je) && je.transient() && attempt < transientRetries:
+		time.Sleep(transientBackoffer << attempt)
+		c.commit(batch, attempt+1)
+	case errors.As(err, &je):
+		// The server refused the batch: nothing landed.
+		for _, d := range batch {
+			d.finish(nil, fmt.Errorf("append to %s: %w", d.msgs[0].subject, je))
+		}
+	default:
+		c.log.Warn("append outcome unknown", "messages", len(msgs), "err", err)
+		for _, d := range batch {
+			d.finish(nil, fmt.Errorf("%w: %v", ledger.ErrAppendUnknown, err))
+		}
+	}
+}
+
+// publish sends msgs as one atomic batch (a single message as a plain
+// publish) and returns the stream sequence of the last one.
+func (c *committer) publish(msgs []outMsg) (uint64, error) {
+	if len(msgs) == 1 {
+		m := msgs[0]
+		resp, err := c.nc.RequestMsg(&nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{
+			"Nats-Expected-Last-Subject-Sequence": {strconv.FormatUint(m.expected, 10)},
+		}}, ackWaitMax)
+		if err != nil {
+			return 0, err
+		}
+		return parseAck(resp.Data)
+	}
+	id := nuid.Next()
+	for i, m := range msgs {
+		h := nats.Header{
+			"Nats-Batch-Id":                       {id},
+			"Nats-Batch-Sequence":                 {strconv.Itoa(i + 1)},
+			"Nats-Expected-Last-Subject-Sequence": {strconv.FormatUint(m.expected, 10)},
+		}
+		nm := &nats.Msg{Subject: m.subject, Data: m.data, Header: h}
+		if i < len(msgs)-1 {
+			if err := c.nc.PublishMsg(nm); err != nil {
+				return 0, &apiError{Code: 503, ErrCode: errCodeBatchIncomplete, Description: err.Error()}
+			}
+			continue
+		}
+		h["Nats-Batch-Commit"] = []string{"1"}
+		resp, err := c.nc.RequestMsg(nm, ackWaitMax)
+		if err != nil {
+			return 0, err
+		}
+		return parseAck(resp.Data)
+	}
+	panic("unreachable")
+}
+
+// apiError is a JetStream error answer to a publish.
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("jetstream: %s (code %d/%d)", e.Description, e.Code, e.ErrCode)
+}
+
+func (e *apiError) conflict() bool {
+	return e.ErrCode == errCodeWrongLastSeq || e.ErrCode == errCodeWrongLastSeqConstant
+}
+
+// transient: the server took nothing and may take the same batch later.
+func (e *apiError) transient() bool {
+	return e.ErrCode == errCodeBatchIncomplete || e.ErrCode == errCodeBatchTooManyInflight || e.Code == 503
+}
+
+func (e *apiError) actualSeq() uint64 {
+	_, after, ok := strings.Cut(e.Description, ": ")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseUint(after, 10, 64)
+	return n
+}
+
+func parseAck(data []byte) (uint64, error) {
+	var ack struct {
+		Seq   uint64    `json:"seq"`
+		Error *apiError `json:"error"`
+	}
+	if err := json.Unmarshal(data, &ack); err != nil {
+		return 0, fmt.Errorf("%w: unreadable acknowledgement %q", ledger.ErrAppendUnknown, data)
+	}
+	if ack.Error != nil {
+		return 0, ack.Error
+	}
+	if ack.Seq == 0 {
+		return 0, fmt.Errorf("%w: acknowledgement without a sequence %q", ledger.ErrAppendUnknown, data)
+	}
+	return ack.Seq, nil
+}

@@ -1,0 +1,134 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"google.golang.org/protobuf/proto"
+)
+
+// Log is a ledger.Log on one JetStream stream.
+type Log struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	name   string
+	c      *committer
+}
+
+var _ ledger.Log = (*Log)(nil)
+
+// Options tune a Log. Zero values pick the defaults.
+type Options struct {
+	// InflightBatches is how many atomic batches may await their
+	// acknowledgement at once (default 8, at most 32; the server allows 50
+	// per stream).
+	InflightBatches int
+	// MaxBatch is the most messages in one atomic batch (default and
+	// maximum 1000, the server's limit).
+	MaxBatch int
+	Logger   *slog.Logger
+}
+
+// Open ensures the stream and starts the group committer. Close stops it.
+func Open(ctx context.Context, nc *nats.Conn, spec StreamSpec, opt Options) (*Log, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s, err := EnsureStream(ctx, js, spec)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{nc: nc, js: js, stream: s, name: spec.Name}
+	l.c = newCommitter(nc, opt)
+	return l, nil
+}
+
+// Close stops the committer; appends waiting in its queue fail.
+func (l *Log) Close() { l.c.close() }
+
+// Stream is the underlying JetStream stream (for the projector's source).
+func (l *Log) Stream() jetstream.Stream { return l.stream }
+
+// Append marshals the decision and hands it to the group committer.
+func (l *Log) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, error) {
+	if len(msgs) == 0 || len(msgs) > l.c.maxBatch {
+		return nil, fmt.Errorf("append: a decision has 1 to %d messages, got %d", l.c.maxBatch, len(msgs))
+	}
+	d := &decision{msgs: make([]outMsg, len(msgs)), done: make(chan struct{}), ctx: ctx}
+	for i, m := range msgs {
+		data, err := proto.Marshal(m.Event)
+		if err != nil {
+			return nil, fmt.Errorf("append %s: marshal: %w", m.Subject, err)
+		}
+		if len(data) > MaxMsgBytes-1024 {
+			return nil, fmt.Errorf("append %s: event of %d bytes exceeds the %d-byte limit", m.Subject, len(data), MaxMsgBytes-1024)
+		}
+		d.msgs[i] = outMsg{subject: m.Subject, expected: m.ExpectedSeq, data: data}
+	}
+	return l.c.submit(ctx, d)
+}
+
+// Last reads the subject's latest event with a direct get.
+func (l *Log) Last(ctx context.Context, subject string) (ledger.Head, error) {
+	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return ledger.Head{}, ledger.ErrNotFound
+	}
+	if err != nil {
+		return ledger.Head{}, fmt.Errorf("last %s: %w", subject, err)
+	}
+	ev, err := Decode(m.Data)
+	if err != nil {
+		return ledger.Head{}, fmt.Errorf("last %s seq %d: %w", subject, m.Sequence, err)
+	}
+	return ledger.Head{Seq: m.Sequence, Event: ev}, nil
+}
+
+// Decode parses a stored event and checks its hash.
+func Decode(data []byte) (*pb.Event, error) {
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("%w: decode: %v", ledger.ErrCorrupt, err)
+	}
+	if err := ledger.CheckHash(ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// knownSeqs remembers the last sequence this Log saw land per subject, so a
+// decision that expects an older sequence fails at once instead of failing
+// a whole batch at the server. Only "definitely moved" is concluded from it.
+type knownSeqs struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+const knownSeqsMax = 1 << 17
+
+func (k *knownSeqs) moved(subject string, expected uint64) (uint64, bool) {
+	k.mu.Lock()
+	seq, ok := k.m[subject]
+	k.mu.Unlock()
+	return seq, ok && seq > expected
+}
+
+func (k *knownSeqs) landed(subject string, seq uint64) {
+	k.mu.Lock()
+	if len(k.m) >= knownSeqsMax {
+		clear(k.m)
+	}
+	if seq > k.m[subject] {
+		k.m[subject] = seq
+	}
+	k.mu.Unlock()
+}

@@ -1,0 +1,146 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/portcullis-dev/portcullis/contract"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+)
+
+// rule is one row of the transition table: the event may be appended when
+// the execution is in one of from, and moves it to to. keep means the event
+// leaves the state as it is (attach).
+type rule struct {
+	from []pb.State
+	to   pb.State
+	keep bool
+}
+
+// attachable are the states in which a prior execution absorbs a retry
+// (DESIGN.md §2, matching). DELIVERED and NOT_EXECUTED are final: the same
+// action afterwards is a new execution.
+var attachable = []pb.State{
+	pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_AUTHORIZED,
+	pb.State_STATE_NOT_SENT, pb.State_STATE_DISPATCHED, pb.State_STATE_OUTCOME_UNKNOWN,
+	pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DENIED,
+}
+
+// transitions is the lifecycle of DESIGN.md §2 as a table. Dispatch from
+// ACCEPTED is allowed because ACCEPTED (as opposed to AWAITING_APPROVAL)
+// means the session authorization covers the tool.
+var transitions = map[pb.EventType]rule{
+	pb.EventType_EVENT_TYPE_AUTHORIZED: {
+		from: []pb.State{pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL},
+		to:   pb.State_STATE_AUTHORIZED,
+	},
+	pb.EventType_EVENT_TYPE_DENIED: {
+		from: []pb.State{pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_AUTHORIZED, pb.State_STATE_NOT_SENT},
+		to:   pb.State_STATE_DENIED,
+	},
+	pb.EventType_EVENT_TYPE_DISPATCHED: {
+		from: []pb.State{pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED, pb.State_STATE_NOT_SENT},
+		to:   pb.State_STATE_DISPATCHED,
+	},
+	pb.EventType_EVENT_TYPE_NOT_SENT: {
+		from: []pb.State{pb.State_STATE_DISPATCHED},
+		to:   pb.State_STATE_NOT_SENT,
+	},
+	pb.EventType_EVENT_TYPE_RESULT_OBSERVED: {
+		from: []pb.State{pb.State_STATE_DISPATCHED, pb.State_STATE_OUTCOME_UNKNOWN},
+		to:   pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED,
+	},
+	pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN: {
+		from: []pb.State{pb.State_STATE_DISPATCHED},
+		to:   pb.State_STATE_OUTCOME_UNKNOWN,
+	},
+	pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED: {
+		from: []pb.State{pb.State_STATE_OUTCOME_UNKNOWN},
+		to:   pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED,
+	},
+	pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED: {
+		from: []pb.State{pb.State_STATE_OUTCOME_UNKNOWN},
+		to:   pb.State_STATE_NOT_EXECUTED,
+	},
+	pb.EventType_EVENT_TYPE_DELIVERED: {
+		from: []pb.State{pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED},
+		to:   pb.State_STATE_DELIVERED,
+	},
+	pb.EventType_EVENT_TYPE_ATTACHED: {
+		from: attachable,
+		keep: true,
+	},
+}
+
+// Transition returns the state an execution in from enters when event t is
+// appended, or an *IllegalTransitionError. The retry class matters once: an
+// idempotency_key execution whose outcome is unknown may be dispatched again
+// (resent with the same Idempotency-Key).
+func Transition(from pb.State, t pb.EventType, class contract.RetryClass) (pb.State, error) {
+	if t == pb.EventType_EVENT_TYPE_DISPATCHED && from == pb.State_STATE_OUTCOME_UNKNOWN && class == contract.IdempotencyKey {
+		return pb.State_STATE_DISPATCHED, nil
+	}
+	r, ok := transitions[t]
+	if !ok {
+		return from, &IllegalTransitionError{Event: t, State: from}
+	}
+	for _, s := range r.from {
+		if s == from {
+			if r.keep {
+				return from, nil
+			}
+			return r.to, nil
+		}
+	}
+	return from, &IllegalTransitionError{Event: t, State: from, Want: allowedFrom(t, class)}
+}
+
+// allowedFrom lists the states event t may be appended in, for error messages.
+func allowedFrom(t pb.EventType, class contract.RetryClass) []pb.State {
+	want := append([]pb.State(nil), transitions[t].from...)
+	if t == pb.EventType_EVENT_TYPE_DISPATCHED && class == contract.IdempotencyKey {
+		want = append(want, pb.State_STATE_OUTCOME_UNKNOWN)
+	}
+	return want
+}
+
+// Attachable reports whether an execution in state s absorbs a retry.
+func Attachable(s pb.State) bool {
+	for _, a := range attachable {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Final reports whether no event can move an execution in state s any more.
+func Final(s pb.State) bool {
+	return s == pb.State_STATE_DELIVERED || s == pb.State_STATE_NOT_EXECUTED
+}
+
+// IllegalTransitionError says that an event does not fit the execution's
+// current state. When two callers contest a transition, the loser gets this
+// error naming the state the winner left behind.
+type IllegalTransitionError struct {
+	ExecutionID string
+	Event       pb.EventType
+	State       pb.State
+	Want        []pb.State
+}
+
+func (e *IllegalTransitionError) Error() string {
+	op := strings.TrimPrefix(e.Event.String(), "EVENT_TYPE_")
+	id := e.ExecutionID
+	if id == "" {
+		id = "execution"
+	}
+	if len(e.Want) == 0 {
+		return fmt.Sprintf("illegal transition: %s is in %s; %s never applies", id, e.State, op)
+	}
+	want := make([]string, len(e.Want))
+	for i, s := range e.Want {
+		want[i] = s.String()
+	}
+	return fmt.Sprintf("illegal transition: %s is in %s; %s needs %s", id, e.State, op, strings.Join(want, " or "))
+}

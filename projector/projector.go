@@ -1,0 +1,216 @@
+// Package projector folds the ledger's streams into views. It owns the fold
+// (which event changes which row) and the runner (bounded fetch → fold →
+// one write batch that also records the last applied stream sequence), not
+// the storage: projector/pebble implements Store.
+//
+// It imports no NATS and no Pebble; the stream arrives through Source.
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"google.golang.org/protobuf/proto"
+)
+
+// MaxFold bounds how many events go into one write batch.
+const MaxFold = 1024
+
+// Entry is one stored event as the stream delivers it.
+type Entry struct {
+	Seq     uint64
+	Subject string
+	Data    []byte
+}
+
+// Source delivers a stream's events in order.
+type Source interface {
+	// Tail calls deliver with batches of at most MaxFold entries, in stream
+	// order, starting at sequence from, until ctx ends or deliver fails.
+	Tail(ctx context.Context, from uint64, deliver func([]Entry) error) error
+	// LastSeq is the stream's last sequence now.
+	LastSeq(ctx context.Context) (uint64, error)
+}
+
+// Row is one view row the fold writes: the subject's new head.
+type Row struct {
+	Subject string
+	Seq     uint64
+	Data    []byte // the stored event, as appended
+	Event   *pb.Event
+}
+
+// Store is the views' write side.
+type Store interface {
+	// Checkpoint is the last stream sequence whose rows are written.
+	Checkpoint(stream string) (uint64, error)
+	// Write stores rows and the new checkpoint in one atomic batch.
+	Write(stream string, rows []Row, checkpoint uint64) error
+	// Head returns the head the views hold for subject.
+	Head(ctx context.Context, subject string) (ledger.Head, error)
+}
+
+// Projector folds one stream into a Store.
+type Projector struct {
+	stream string
+	src    Source
+	store  Store
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	applied uint64
+	waiters []chan struct{}
+}
+
+// New returns a Projector of stream from src into store.
+func New(stream string, src Source, store Store, log *slog.Logger) *Projector {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Projector{stream: stream, src: src, store: store, log: log}
+}
+
+// Run folds from the checkpoint on until ctx ends. A fold error (an event
+// that breaks its chain or its state machine) stops it: views must never
+// hold a state the log does not prove. Restarting replays from the
+// checkpoint.
+func (p *Projector) Run(ctx context.Context) error {
+	cp, err := p.store.Checkpoint(p.stream)
+	if err != nil {
+		return fmt.Errorf("projector %s: checkpoint: %w", p.stream, err)
+	}
+	p.setApplied(cp)
+	err = p.src.Tail(ctx, cp+1, func(entries []Entry) error { return p.Apply(ctx, entries) })
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Apply folds one ordered batch of entries and writes it with its checkpoint.
+func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	rows := make([]Row, 0, len(entries))
+	pending := make(map[string]int, len(entries)) // subject → index in rows
+	for _, e := range entries {
+		ev := new(pb.Event)
+		if err := proto.Unmarshal(e.Data, ev); err != nil {
+			return fmt.Errorf("projector %s seq %d: %w: %v", p.stream, e.Seq, ledger.ErrCorrupt, err)
+		}
+		var prev *pb.Event
+		if i, ok := pending[e.Subject]; ok {
+			prev = rows[i].Event
+		} else {
+			h, err := p.store.Head(ctx, e.Subject)
+			switch {
+			case err == nil:
+				prev = h.Event
+			case !errors.Is(err, ledger.ErrNotFound):
+				return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
+			}
+		}
+		if ev.GetSubject() != e.Subject {
+			return fmt.Errorf("projector %s seq %d: %w: event names subject %s", p.stream, e.Seq, ledger.ErrCorrupt, ev.GetSubject())
+		}
+		if err := ledger.CheckNext(prev, ev); err != nil {
+			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
+		}
+		row := Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev}
+		if i, ok := pending[e.Subject]; ok {
+			rows[i] = row
+		} else {
+			pending[e.Subject] = len(rows)
+			rows = append(rows, row)
+		}
+	}
+	last := entries[len(entries)-1].Seq
+	if err := p.store.Write(p.stream, rows, last); err != nil {
+		return fmt.Errorf("projector %s: write views: %w", p.stream, err)
+	}
+	p.setApplied(last)
+	return nil
+}
+
+// Applied is the last stream sequence folded into the views.
+func (p *Projector) Applied() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied
+}
+
+// WaitFor blocks until the views hold every event up to seq, or ctx ends.
+func (p *Projector) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		p.mu.Lock()
+		if p.applied >= seq {
+			p.mu.Unlock()
+			return nil
+		}
+		ch := make(chan struct{})
+		p.waiters = append(p.waiters, ch)
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *Projector) setApplied(seq uint64) {
+	p.mu.Lock()
+	p.applied = seq
+	ws := p.waiters
+	p.waiters = nil
+	p.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
+	}
+}
+
+// CatchUp folds until the views hold everything the stream held when it
+// was called, reporting progress (applied, total) after every batch. It is
+// the engine of `portcullis rebuild`.
+func (p *Projector) CatchUp(ctx context.Context, progress func(applied, total uint64)) error {
+	total, err := p.src.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	cp, err := p.store.Checkpoint(p.stream)
+	if err != nil {
+		return err
+	}
+	if cp >= total {
+		if progress != nil {
+			progress(cp, total)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := errors.New("caught up")
+	p.setApplied(cp)
+	err = p.src.Tail(ctx, cp+1, func(entries []Entry) error {
+		if err := p.Apply(ctx, entries); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(p.Applied(), total)
+		}
+		if p.Applied() >= total {
+			return done
+		}
+		return nil
+	})
+	if errors.Is(err, done) {
+		return nil
+	}
+	return err
+}

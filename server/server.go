@@ -1,0 +1,250 @@
+// Package server wires one Portcullis gateway: it opens NATS (an embedded
+// JetStream server in the data directory, or an existing cluster), the
+// ledger Log, the Pebble views and their projector, and serves the Connect
+// API on one listener (HTTP/1.1 and h2c). cmd/portcullis only parses flags
+// and calls it; end-to-end tests start gateways through it too.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/oklog/ulid/v2"
+	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/gateway"
+	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/ledger"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/projector"
+	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+)
+
+// Limits of the API listener.
+const (
+	MaxRequestBytes   = 1 << 20 // one Connect request
+	readHeaderTimeout = 10 * time.Second
+	shutdownWaitMax   = 15 * time.Second
+	projectorRestart  = time.Second
+)
+
+// Options configure a gateway; cmd/portcullis fills them from flags.
+type Options struct {
+	DataDir    string
+	Listen     string // HOST:PORT of the API ("127.0.0.1:0" picks a port)
+	ConfigPath string
+	// NatsURL joins an existing NATS/JetStream instead of embedding one.
+	NatsURL string
+	// NatsListen is the embedded server's client address, so other
+	// gateways can join with --nats-url ("127.0.0.1:-1" picks a port).
+	NatsListen string
+	// Replicas of the streams; 0 picks 1 on a single server, 3 on a cluster.
+	Replicas int
+	// FingerprintKey in hex; empty reads (or creates) DataDir/fingerprint.key.
+	FingerprintKey string
+	// UnsafeNoFsync lets the embedded server sync every 2 minutes instead of
+	// on every write. Acknowledged writes can be lost on power loss.
+	UnsafeNoFsync bool
+	GatewayID     string
+	Logger        *slog.Logger
+}
+
+// Gateway is a running gateway.
+type Gateway struct {
+	Addr    string // the API's listen address
+	NatsURL string // where other gateways can join this ledger
+	ID      string
+
+	Ledger    *ledger.Service
+	Projector *projector.Projector
+	Views     *pebbleviews.Views
+
+	log     *slog.Logger
+	http    *http.Server
+	nats    *natsConn
+	jsLog   *ljs.Log
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Once
+}
+
+// Start opens everything and serves until Close.
+func Start(ctx context.Context, o Options) (*Gateway, error) {
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if o.DataDir == "" {
+		return nil, errors.New("--data-dir is required")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	cfg := &config.Config{Tools: map[string]config.Tool{}}
+	if o.ConfigPath != "" {
+		var err error
+		if cfg, err = config.Load(o.ConfigPath); err != nil {
+			return nil, err
+		}
+	}
+	key, err := loadKey(o)
+	if err != nil {
+		return nil, err
+	}
+	id, err := gatewayID(o, cfg)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{ID: id, log: lg.With("gateway", id)}
+	ok := false
+	defer func() {
+		if !ok {
+			g.Close(context.Background())
+		}
+	}()
+	if g.nats, err = openNATS(o, g.log); err != nil {
+		return nil, err
+	}
+	g.NatsURL = g.nats.url
+	if err := checkKey(ctx, g.nats.js, key); err != nil {
+		return nil, err
+	}
+	replicas := o.Replicas
+	if replicas == 0 {
+		replicas = 1
+		if g.nats.conn.ConnectedClusterName() != "" {
+			replicas = 3
+		}
+	}
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	if err != nil {
+		return nil, err
+	}
+	if g.Views, err = pebbleviews.Open(filepath.Join(o.DataDir, "views")); err != nil {
+		return nil, err
+	}
+	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
+	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id})
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	g.wg.Add(1)
+	go g.runProjector(runCtx)
+
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
+	}
+	g.Addr = ln.Addr().String()
+	g.http = newHTTPServer(g)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := g.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("serve", "err", err)
+		}
+	}()
+	ok = true
+	g.log.Info("portcullis serving", "listen", g.Addr, "nats", g.NatsURL, "tools", len(cfg.Tools), "config", o.ConfigPath)
+	return g, nil
+}
+
+func newHTTPServer(g *Gateway) *http.Server {
+	mux := http.NewServeMux()
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
+	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(portcullisv1connect.ExecutionServiceName)))
+	reflector := grpcreflect.NewStaticReflector(portcullisv1connect.ExecutionServiceName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout}
+}
+
+// runProjector keeps the views folding; after a failure it starts again
+// from the checkpoint.
+func (g *Gateway) runProjector(ctx context.Context) {
+	defer g.wg.Done()
+	for {
+		err := g.Projector.Run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		g.log.Error("projector stopped; replaying from its checkpoint", "err", err)
+		select {
+		case <-time.After(projectorRestart):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Close shuts down gracefully: stop taking requests, let those in flight
+// finish, stop the projector, close the views and NATS.
+func (g *Gateway) Close(ctx context.Context) {
+	g.closeMu.Do(func() {
+		if g.http != nil {
+			sctx, cancel := context.WithTimeout(ctx, shutdownWaitMax)
+			_ = g.http.Shutdown(sctx)
+			cancel()
+		}
+		if g.cancel != nil {
+			g.cancel()
+		}
+		g.wg.Wait()
+		if g.jsLog != nil {
+			g.jsLog.Close()
+		}
+		if g.Views != nil {
+			_ = g.Views.Close()
+		}
+		if g.nats != nil {
+			g.nats.close()
+		}
+	})
+}
+
+// gatewayID is the flag, else the config's gateway.id, else an id made once
+// and kept in the data directory.
+func gatewayID(o Options, cfg *config.Config) (string, error) {
+	if o.GatewayID != "" {
+		return o.GatewayID, nil
+	}
+	if cfg.GatewayID != "" {
+		return cfg.GatewayID, nil
+	}
+	p := filepath.Join(o.DataDir, "gateway.id")
+	if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	id := "gw_" + ulid.Make().String()
+	if err := os.WriteFile(p, []byte(id), 0o600); err != nil {
+		return "", fmt.Errorf("gateway id: %w", err)
+	}
+	return id, nil
+}
+
+// Run serves until ctx ends (SIGTERM in cmd/portcullis), then shuts down.
+func Run(ctx context.Context, o Options) error {
+	g, err := Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	g.log.Info("shutting down")
+	g.Close(context.Background())
+	return nil
+}
+
