@@ -41,8 +41,12 @@ func CheckNext(prev, next *pb.Event) error {
 		}
 		return nil
 	}
-	from := prev.GetExecutionChanged().GetExecution().GetState()
-	to, err := Transition(from, next.GetType(), classOf(x.GetRetryClass()))
+	px := prev.GetExecutionChanged().GetExecution()
+	if err := checkImmutable(px, x); err != nil {
+		return fmt.Errorf("%w: event %s: %v", ErrCorrupt, next.GetEventId(), err)
+	}
+	from := px.GetState()
+	to, err := Transition(from, next.GetType(), classOf(px.GetRetryClass()))
 	if err != nil {
 		return fmt.Errorf("%w: event %s: %v", ErrCorrupt, next.GetEventId(), err)
 	}
@@ -69,4 +73,23 @@ func ClassProto(c contract.RetryClass) pb.RetryClass {
 		}
 	}
 	return pb.RetryClass_RETRY_CLASS_UNSPECIFIED
+}
+
+// checkImmutable asserts that what was decided at acceptance never changes
+// along an execution's chain.
+func checkImmutable(prev, next *pb.Execution) error {
+	switch {
+	case prev.GetExecutionId() != next.GetExecutionId():
+		return fmt.Errorf("execution id changed from %s to %s", prev.GetExecutionId(), next.GetExecutionId())
+	case prev.GetRetryClass() != next.GetRetryClass():
+		return fmt.Errorf("retry class changed from %s to %s", prev.GetRetryClass(), next.GetRetryClass())
+	case prev.GetFingerprint() != next.GetFingerprint(), prev.GetRequestDigest() != next.GetRequestDigest(),
+		prev.GetCanonicalRecord() != next.GetCanonicalRecord(), prev.GetOperationKey() != next.GetOperationKey():
+		return fmt.Errorf("the action's identity changed")
+	case prev.GetActor() != next.GetActor(), prev.GetTool() != next.GetTool(), prev.GetTarget() != next.GetTarget():
+		return fmt.Errorf("actor, tool or target changed")
+	case !prev.GetAcceptedAt().AsTime().Equal(next.GetAcceptedAt().AsTime()):
+		return fmt.Errorf("accepted_at changed")
+	}
+	return nil
 }

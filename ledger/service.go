@@ -20,7 +20,7 @@ import (
 
 // Limits on what a caller may send, stated once.
 const (
-	MaxFieldBytes      = 512      // actor, tool, target, operation key, correlation fields, reasons
+	MaxFieldBytes      = 512       // actor, tool, target, operation key, correlation fields, reasons
 	MaxResultBodyBytes = 256 << 10 // stored result body
 	maxDecisionRounds  = 512       // conflicts one decision may lose before giving up
 )

@@ -46,8 +46,10 @@ var transitions = map[pb.EventType]rule{
 		from: []pb.State{pb.State_STATE_DISPATCHED},
 		to:   pb.State_STATE_NOT_SENT,
 	},
+	// An unknown outcome is left only by a resolution (status, marker or a
+	// person) or, for idempotency_key tools, by dispatching again.
 	pb.EventType_EVENT_TYPE_RESULT_OBSERVED: {
-		from: []pb.State{pb.State_STATE_DISPATCHED, pb.State_STATE_OUTCOME_UNKNOWN},
+		from: []pb.State{pb.State_STATE_DISPATCHED},
 		to:   pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED,
 	},
 	pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN: {

@@ -57,6 +57,8 @@ type Options struct {
 	UnsafeNoFsync bool
 	GatewayID     string
 	Logger        *slog.Logger
+	// Now is the ledger's clock (tests move it past match windows).
+	Now func() time.Time
 }
 
 // Gateway is a running gateway.
@@ -134,7 +136,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
-	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id})
+	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
@@ -247,4 +249,3 @@ func Run(ctx context.Context, o Options) error {
 	g.Close(context.Background())
 	return nil
 }
-

@@ -78,4 +78,3 @@ func (s Source) LastSeq(ctx context.Context) (uint64, error) {
 	}
 	return info.State.LastSeq, nil
 }
-

@@ -1,0 +1,207 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/natstest"
+	"github.com/portcullis-dev/portcullis/ledger"
+)
+
+var testSpec = StreamSpec{Name: "TEST_EVENTS", Subjects: []string{"t.>"}}
+
+func openTestLog(t testing.TB, opt Options) *Log {
+	t.Helper()
+	_, nc := natstest.Start(t)
+	l, err := Open(context.Background(), nc, testSpec, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+func testEvent(subject string, prev []byte) *pb.Event {
+	ev := &pb.Event{EventId: fmt.Sprintf("evt_%s_%d", subject, time.Now().UnixNano()), Type: pb.EventType_EVENT_TYPE_INTENT_CLAIMED, Subject: subject,
+		Body: &pb.Event_IntentClaimed{IntentClaimed: &pb.IntentClaimed{KeyKind: "fingerprint"}}}
+	ledger.Seal(ev, prev)
+	return ev
+}
+
+func msg(subject string, expected uint64) ledger.Message {
+	return ledger.Message{Subject: subject, ExpectedSeq: expected, Event: testEvent(subject, nil)}
+}
+
+func streamMsgs(t *testing.T, l *Log) uint64 {
+	t.Helper()
+	info, err := l.Stream().Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestAppendIsCompareAndSet(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{})
+	seqs, err := l.Append(ctx, msg("t.a", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, msg("t.a", 0)); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second append expecting an empty subject: got %v, want ErrConflict", err)
+	}
+	if _, err := l.Append(ctx, msg("t.a", seqs[0])); err != nil {
+		t.Fatalf("append at the right sequence: %v", err)
+	}
+	if n := streamMsgs(t, l); n != 2 {
+		t.Fatalf("stream holds %d events, want 2", n)
+	}
+	h, err := l.Last(ctx, "t.a")
+	if err != nil || h.Seq != 2 {
+		t.Fatalf("Last = %+v, %v; want seq 2", h, err)
+	}
+	if _, err := l.Last(ctx, "t.none"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Last of an empty subject: %v, want ErrNotFound", err)
+	}
+}
+
+func TestStreamDeniesDeleteAndPurge(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{})
+	if _, err := l.Append(ctx, msg("t.a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Stream().Purge(ctx); err == nil {
+		t.Fatal("purge succeeded on an append-only stream")
+	}
+	if err := l.Stream().DeleteMsg(ctx, 1); err == nil {
+		t.Fatal("delete succeeded on an append-only stream")
+	}
+}
+
+// A decision of several messages lands whole or not at all.
+func TestMultiMessageDecisionIsAtomic(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{})
+	if _, err := l.Append(ctx, msg("t.taken", 0)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Append(ctx, msg("t.fresh", 0), msg("t.taken", 0))
+	if !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("got %v, want ErrConflict", err)
+	}
+	if _, err := l.Last(ctx, "t.fresh"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("half of a failed decision landed: %v", err)
+	}
+	seqs, err := l.Append(ctx, msg("t.fresh", 0), msg("t.other", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqs[1] != seqs[0]+1 {
+		t.Fatalf("decision not contiguous: %v", seqs)
+	}
+}
+
+// One conflicting decision in a batch fails alone; the others commit, and
+// no success is reported for what did not land.
+func TestBatchIsolatesConflict(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{InflightBatches: 1})
+	if _, err := l.Append(ctx, msg("t.hot", 0)); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(m ...ledger.Message) *decision {
+		d := &decision{ctx: ctx, done: make(chan struct{})}
+		for _, x := range m {
+			d.msgs = append(d.msgs, outMsg{subject: x.Subject, expected: x.ExpectedSeq, data: mustMarshal(t, x.Event)})
+		}
+		return d
+	}
+	var batch []*decision
+	for i := range 10 {
+		batch = append(batch, mk(msg(fmt.Sprintf("t.ok%d", i), 0)))
+	}
+	bad := mk(msg("t.hot", 0)) // the subject already has an event: conflict at the server
+	batch = append(batch[:5], append([]*decision{bad}, batch[5:]...)...)
+	l.c.commit(batch, 0)
+	for _, d := range batch {
+		<-d.done
+		if d == bad {
+			if !errors.Is(d.err, ledger.ErrConflict) {
+				t.Fatalf("conflicting decision: %v, want ErrConflict", d.err)
+			}
+			continue
+		}
+		if d.err != nil {
+			t.Fatalf("innocent decision failed: %v", d.err)
+		}
+		h, err := l.Last(ctx, d.msgs[0].subject)
+		if err != nil || h.Seq != d.seqs[0] {
+			t.Fatalf("reported seq %d for %s, log has %+v (%v)", d.seqs[0], d.msgs[0].subject, h.Seq, err)
+		}
+	}
+	if n := streamMsgs(t, l); n != 11 {
+		t.Fatalf("stream holds %d events, want 11", n)
+	}
+}
+
+// Many concurrent callers: every success landed at the sequence reported,
+// and the subject-level compare-and-set lets exactly one of the callers
+// that raced for the same subject win.
+func TestConcurrentAppends(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{})
+	const callers, perCaller = 64, 20
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := map[string]int{}
+	seen := map[uint64]bool{}
+	errs := make(chan error, callers*perCaller)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perCaller {
+				own := fmt.Sprintf("t.own.%d.%d", c, i)
+				shared := fmt.Sprintf("t.shared.%d", i)
+				seqs, err := l.Append(ctx, msg(own, 0))
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if seen[seqs[0]] {
+					errs <- fmt.Errorf("sequence %d reported twice", seqs[0])
+				}
+				seen[seqs[0]] = true
+				mu.Unlock()
+				if _, err := l.Append(ctx, msg(shared, 0)); err == nil {
+					mu.Lock()
+					wins[shared]++
+					mu.Unlock()
+				} else if !errors.Is(err, ledger.ErrConflict) {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range perCaller {
+		if w := wins[fmt.Sprintf("t.shared.%d", i)]; w != 1 {
+			t.Fatalf("shared subject %d: %d winners, want 1", i, w)
+		}
+	}
+	if n := streamMsgs(t, l); n != callers*perCaller+perCaller {
+		t.Fatalf("stream holds %d events, want %d", n, callers*perCaller+perCaller)
+	}
+}

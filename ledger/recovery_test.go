@@ -1,0 +1,77 @@
+package ledger
+
+import (
+	"testing"
+
+	"github.com/portcullis-dev/portcullis/contract"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+)
+
+// recoveryTable is DESIGN.md §2's recovery table written out by hand, one
+// row per prior state; byClass overrides any for the classes it names.
+var recoveryTable = map[pb.State]struct {
+	any     pb.Recovery
+	byClass map[contract.RetryClass]pb.Recovery
+}{
+	sAccepted:  {any: pb.Recovery_RECOVERY_RESUME},
+	sAuthd:     {any: pb.Recovery_RECOVERY_RESUME},
+	sNotSent:   {any: pb.Recovery_RECOVERY_RESUME},
+	sAwaiting:  {any: pb.Recovery_RECOVERY_AWAIT_APPROVAL},
+	sDisp:      {any: pb.Recovery_RECOVERY_WAIT},
+	sCompleted: {any: pb.Recovery_RECOVERY_RETURN_RESULT},
+	sDenied:    {any: pb.Recovery_RECOVERY_RETURN_DENIAL},
+	sUnknown: {byClass: map[contract.RetryClass]pb.Recovery{
+		contract.IdempotencyKey: pb.Recovery_RECOVERY_RESEND_SAME_KEY,
+		contract.StatusQuery:    pb.Recovery_RECOVERY_QUERY_STATUS,
+		contract.Irreversible:   pb.Recovery_RECOVERY_NEEDS_REVIEW,
+		// Not in the table (read_only is never matched); the code blocks
+		// for review, the safe choice.
+		contract.ReadOnly: pb.Recovery_RECOVERY_NEEDS_REVIEW,
+	}},
+	// Final states are never attached to: no recovery.
+	sDelivered:                 {any: pb.Recovery_RECOVERY_UNSPECIFIED},
+	sNotExec:                   {any: pb.Recovery_RECOVERY_UNSPECIFIED},
+	pb.State_STATE_UNSPECIFIED: {any: pb.Recovery_RECOVERY_UNSPECIFIED},
+}
+
+func TestRecoveryFor(t *testing.T) {
+	cases := 0
+	for _, s := range append(allStates, pb.State_STATE_UNSPECIFIED) {
+		row, ok := recoveryTable[s]
+		if !ok {
+			t.Fatalf("recoveryTable has no row for %s", s)
+		}
+		for _, class := range contract.RetryClasses {
+			cases++
+			want := row.any
+			if r, ok := row.byClass[class]; ok {
+				want = r
+			}
+			got, reason := RecoveryFor(s, class)
+			if got != want {
+				t.Errorf("RecoveryFor(%s, %s) = %s, want %s", s, class, got, want)
+			}
+			if got != pb.Recovery_RECOVERY_UNSPECIFIED && reason == "" {
+				t.Errorf("RecoveryFor(%s, %s) = %s with an empty reason", s, class, got)
+			}
+			if got == pb.Recovery_RECOVERY_UNSPECIFIED && reason != "" {
+				t.Errorf("RecoveryFor(%s, %s) gives a reason %q without a recovery", s, class, reason)
+			}
+		}
+	}
+	if cases != 44 {
+		t.Fatalf("ran %d cases, want 11 states x 4 classes = 44", cases)
+	}
+}
+
+// Every attachable state has a recovery; nothing else does.
+func TestRecoveryForMatchesAttachable(t *testing.T) {
+	for _, s := range allStates {
+		for _, class := range contract.RetryClasses {
+			got, _ := RecoveryFor(s, class)
+			if (got != pb.Recovery_RECOVERY_UNSPECIFIED) != Attachable(s) {
+				t.Errorf("RecoveryFor(%s, %s) = %s but Attachable = %v", s, class, got, Attachable(s))
+			}
+		}
+	}
+}
