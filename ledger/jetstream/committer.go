@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 // Limits of the group committer.
 const (
 	maxBatchMsgs       = 1000             // the server's atomic batch limit
-	defaultInflight    = 8                // batches awaiting acknowledgement at once
+	defaultInflight    = 1                // batches awaiting acknowledgement at once
 	maxInflight        = 32               // below the server's 50 per stream
 	queueLen           = 8192             // decisions waiting for a batch
 	maxCarry           = 4096             // decisions a worker holds back for the next batch
@@ -230,7 +231,18 @@ func (c *committer) commit(batch []*decision, attempt int) {
 	for _, d := range batch {
 		msgs = append(msgs, d.msgs...)
 	}
+	t0 := time.Now()
 	last, err := c.publish(msgs)
+	if debugBatches {
+		statMu.Lock()
+		statN++
+		statMsgs += len(msgs)
+		statDur += time.Since(t0)
+		if statN%200 == 0 {
+			fmt.Println("batches", statN, "avg msgs", statMsgs/statN, "avg dur", statDur/time.Duration(statN))
+		}
+		statMu.Unlock()
+	}
 	var je *apiError
 	switch {
 	case err == nil:
@@ -351,3 +363,11 @@ func parseAck(data []byte) (uint64, error) {
 	}
 	return ack.Seq, nil
 }
+
+var (
+	debugBatches = os.Getenv("PC_DEBUG_BATCH") != ""
+	statMu       sync.Mutex
+	statN        int
+	statMsgs     int
+	statDur      time.Duration
+)

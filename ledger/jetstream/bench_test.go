@@ -1,0 +1,52 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/ledger"
+)
+
+// BenchmarkAppend measures the group committer alone: decisions of one or
+// two messages (a Begin is two) from concurrent callers, at fsync-always.
+func BenchmarkAppend(b *testing.B) {
+	for _, msgs := range []int{1, 2} {
+		for _, callers := range []int{4, 64, 256} {
+			b.Run(fmt.Sprintf("msgs=%d/callers=%d", msgs, callers), func(b *testing.B) {
+				l := openTestLog(b, Options{})
+				ev := testEvent("t.x", nil)
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for c := range callers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							i := next.Add(1)
+							if i > int64(b.N) {
+								return
+							}
+							m := make([]ledger.Message, msgs)
+							for k := range m {
+								m[k] = ledger.Message{Subject: fmt.Sprintf("t.%d.%d.%d", c, i, k), Event: ev}
+							}
+							if _, err := l.Append(context.Background(), m...); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}

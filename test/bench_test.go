@@ -1,0 +1,260 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/portcullis-dev/portcullis/fingerprint"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/server"
+)
+
+// Benchmarks run at fsync-always on the embedded JetStream with real Pebble
+// views. Each reports decisions/s and p50/p99 latency per operation.
+//
+//	go test ./test/ -run '^$' -bench . -benchtime 20000x
+
+var benchCallers = []int{1, 4, 16, 64, 256}
+
+// runCallers splits b.N operations among callers goroutines and reports
+// throughput and latency percentiles.
+func runCallers(b *testing.B, callers int, op func(caller, i int) error) {
+	b.Helper()
+	var next atomic.Int64
+	lat := make([][]time.Duration, callers)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	b.ResetTimer()
+	start := time.Now()
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				t0 := time.Now()
+				if err := op(c, i); err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	reportLatency(b, elapsed, slices.Concat(lat...))
+}
+
+func reportLatency(b *testing.B, elapsed time.Duration, all []time.Duration) {
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(len(all)-1, int(float64(len(all))*p))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+func benchGateway(b *testing.B) *server.Gateway {
+	b.Helper()
+	g, err := server.Start(context.Background(), server.Options{
+		DataDir: b.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(b), FingerprintKey: testKey,
+		NatsListen: "127.0.0.1:-1", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Close(context.Background()) })
+	return g
+}
+
+func benchAction(i int, run string) fingerprint.Action {
+	return fingerprint.Action{
+		Actor: "agent-7", Tool: "create_payment", Channel: "http", Target: "payments.example.com/v1/charges",
+		Method: "POST", IntentScope: run,
+		Arguments: []byte(`{"amount":` + strconv.Itoa(1000+i) + `,"currency":"GBP","customer":"cus_4711","description":"order ` + strconv.Itoa(i) + `"}`),
+	}
+}
+
+// BenchmarkRawBatchAppend is the ceiling: atomic batches of 300-byte
+// messages, each with its own subject and compare-and-set header, straight
+// to JetStream with several batches in flight.
+func BenchmarkRawBatchAppend(b *testing.B) {
+	for _, size := range []int{1, 100, 500} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			g := benchGateway(b)
+			nc, err := nats.Connect(g.NatsURL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			js, _ := jetstream.New(nc)
+			if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+				Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: true,
+			}); err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 300)
+			var n atomic.Int64
+			inflight := 8
+			if size == 1 {
+				inflight = 64
+			}
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range inflight {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for n.Add(int64(size)) <= int64(b.N) {
+						id := nuid.Next()
+						for i := range size {
+							m := &nats.Msg{Subject: "raw." + nuid.Next(), Data: payload, Header: nats.Header{
+								"Nats-Expected-Last-Subject-Sequence": {"0"},
+							}}
+							if size == 1 {
+								if _, err := nc.RequestMsg(m, 10*time.Second); err != nil {
+									b.Error(err)
+									return
+								}
+								continue
+							}
+							m.Header["Nats-Batch-Id"] = []string{id}
+							m.Header["Nats-Batch-Sequence"] = []string{strconv.Itoa(i + 1)}
+							if i < size-1 {
+								_ = nc.PublishMsg(m)
+								continue
+							}
+							m.Header["Nats-Batch-Commit"] = []string{"1"}
+							resp, err := nc.RequestMsg(m, 10*time.Second)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							if len(resp.Data) == 0 || resp.Data[2] == 'e' {
+								b.Errorf("batch refused: %s", resp.Data)
+								return
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkBeginNew: every call is a new intent (claim + accepted event,
+// one atomic decision), in-process through ledger.Service.
+func BenchmarkBeginNew(b *testing.B) {
+	for _, callers := range benchCallers {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			g := benchGateway(b)
+			run := "run:" + nuid.Next()
+			runCallers(b, callers, func(_, i int) error {
+				res, err := g.Ledger.Begin(context.Background(), ledger.BeginInput{Action: benchAction(i, run)})
+				if err == nil && res.Decision != pb.Decision_DECISION_NEW {
+					err = fmt.Errorf("decision %v", res.Decision)
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkBeginAttach: retries of known intents (1024 of them, each caller
+// cycling through its own), each appending an attach event under CAS.
+func BenchmarkBeginAttach(b *testing.B) {
+	for _, callers := range benchCallers {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			g := benchGateway(b)
+			run := "run:" + nuid.Next()
+			const intents = 1024
+			for i := range intents {
+				if _, err := g.Ledger.Begin(context.Background(), ledger.BeginInput{Action: benchAction(i, run)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := max(1, intents/callers)
+			runCallers(b, callers, func(c, i int) error {
+				k := (c*per + i%per) % intents
+				res, err := g.Ledger.Begin(context.Background(), ledger.BeginInput{Action: benchAction(k, run)})
+				if err == nil && res.Decision != pb.Decision_DECISION_ATTACHED {
+					err = fmt.Errorf("decision %v", res.Decision)
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkBeginConnect: new-intent Begin over Connect (HTTP/1.1 JSON-free
+// protobuf), 64 callers.
+func BenchmarkBeginConnect(b *testing.B) {
+	g := benchGateway(b)
+	c := client(g)
+	run := "run:" + nuid.Next()
+	runCallers(b, 64, func(_, i int) error {
+		a := benchAction(i, run)
+		req := beginReq("create_payment", nil, "", strconv.Itoa(i))
+		req.Msg.Action.IntentScope = a.IntentScope
+		req.Msg.Action.Arguments = args(b, map[string]any{"amount": 1000 + i, "currency": "GBP", "customer": "cus_4711"})
+		_, err := c.Begin(context.Background(), req)
+		return err
+	})
+}
+
+// BenchmarkSingleCASAppend is the baseline without group commit: one
+// JetStream publish with a CAS header per decision.
+func BenchmarkSingleCASAppend(b *testing.B) {
+	for _, callers := range []int{4, 64, 256} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			g := benchGateway(b)
+			nc, err := nats.Connect(g.NatsURL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			js, _ := jetstream.New(nc)
+			if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 300)
+			runCallers(b, callers, func(_, _ int) error {
+				_, err := js.Publish(context.Background(), "raw."+nuid.Next(), payload, jetstream.WithExpectLastSequencePerSubject(0))
+				return err
+			})
+		})
+	}
+}
+
+var _ = connect.NewRequest[pb.BeginRequest]
