@@ -22,14 +22,14 @@ func CheckNext(prev, next *pb.Event) error {
 	}
 	ch := next.GetExecutionChanged()
 	if ch == nil {
-		if next.GetIntentClaimed() == nil || next.GetType() != pb.EventType_EVENT_TYPE_INTENT_CLAIMED {
-			return fmt.Errorf("%w: event %s: unknown body for %s", ErrCorrupt, next.GetEventId(), next.GetType())
-		}
-		return nil
+		return fmt.Errorf("%w: event %s: no body for %s", ErrCorrupt, next.GetEventId(), next.GetType())
 	}
 	x := ch.GetExecution()
 	if x.GetExecutionId() != next.GetExecutionId() {
 		return fmt.Errorf("%w: event %s carries execution %s", ErrCorrupt, next.GetEventId(), x.GetExecutionId())
+	}
+	if next.GetSubject() != ExecutionSubject(x.GetIntentToken(), x.GetExecutionId()) {
+		return fmt.Errorf("%w: event %s on %s carries execution %s of intent %s", ErrCorrupt, next.GetEventId(), next.GetSubject(), x.GetExecutionId(), x.GetIntentToken())
 	}
 	if prev == nil {
 		want := pb.State_STATE_ACCEPTED
@@ -79,7 +79,7 @@ func ClassProto(c contract.RetryClass) pb.RetryClass {
 // along an execution's chain.
 func checkImmutable(prev, next *pb.Execution) error {
 	switch {
-	case prev.GetExecutionId() != next.GetExecutionId():
+	case prev.GetExecutionId() != next.GetExecutionId(), prev.GetIntentToken() != next.GetIntentToken():
 		return fmt.Errorf("execution id changed from %s to %s", prev.GetExecutionId(), next.GetExecutionId())
 	case prev.GetRetryClass() != next.GetRetryClass():
 		return fmt.Errorf("retry class changed from %s to %s", prev.GetRetryClass(), next.GetRetryClass())

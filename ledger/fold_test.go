@@ -20,12 +20,12 @@ func execEvent(id string, i int, class pb.RetryClass, s step) *pb.Event {
 	return &pb.Event{
 		EventId:      "evt_" + id + "_" + string(rune('a'+i)),
 		Type:         s.event,
-		Subject:      ExecutionSubject(id),
+		Subject:      ExecutionSubject("tok", id),
 		ExecutionId:  id,
 		TimeUnixNano: int64(1_000 + i),
 		GatewayId:    "gw-test",
 		Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{
-			Execution: &pb.Execution{ExecutionId: id, State: s.state, RetryClass: class, Tool: "deploy_release"},
+			Execution: &pb.Execution{ExecutionId: id, State: s.state, RetryClass: class, Tool: "deploy_release", IntentToken: "tok"},
 		}},
 	}
 }
@@ -95,23 +95,6 @@ func TestCheckNextValidChains(t *testing.T) {
 				t.Fatalf("valid chain refused: %v", err)
 			}
 		})
-	}
-}
-
-func TestCheckNextIntentClaimed(t *testing.T) {
-	ev := &pb.Event{
-		EventId: "evt_claim", Type: pb.EventType_EVENT_TYPE_INTENT_CLAIMED, Subject: IntentSubject("tok"), ExecutionId: "exe_01",
-		Body: &pb.Event_IntentClaimed{IntentClaimed: &pb.IntentClaimed{KeyKind: "fingerprint", Fingerprint: "fp", RequestDigest: "d"}},
-	}
-	Seal(ev, nil)
-	if err := CheckNext(nil, ev); err != nil {
-		t.Fatalf("intent claim refused: %v", err)
-	}
-	next := proto.Clone(ev).(*pb.Event)
-	next.EventId = "evt_claim2"
-	Seal(next, ev.GetHash())
-	if err := CheckNext(ev, next); err != nil {
-		t.Fatalf("second intent claim refused: %v", err)
 	}
 }
 
@@ -218,14 +201,6 @@ func TestCheckNextCorrupt(t *testing.T) {
 			next.Body = nil
 			Seal(next, c[0].GetHash())
 			return c[0], next
-		}},
-		{"intent claim typed as an execution event", func() (*pb.Event, *pb.Event) {
-			next := &pb.Event{
-				EventId: "evt_claim", Type: pb.EventType_EVENT_TYPE_ACCEPTED, Subject: IntentSubject("tok"),
-				Body: &pb.Event_IntentClaimed{IntentClaimed: &pb.IntentClaimed{KeyKind: "fingerprint", Fingerprint: "fp"}},
-			}
-			Seal(next, nil)
-			return nil, next
 		}},
 	}
 	for _, tc := range tests {

@@ -2,17 +2,20 @@ package ledger
 
 import (
 	"context"
+	"strings"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 )
 
 // Message is one event to append on a subject under a compare-and-set
-// condition: it lands only if the subject's last stream sequence is still
-// ExpectedSeq (0: the subject has no event yet).
+// condition: it lands only if the last stream sequence of CheckSubject
+// (its own subject when empty; a subject filter such as an intent's
+// "pc.exec.<token>.*" otherwise) is still ExpectedSeq (0: no event yet).
 type Message struct {
-	Subject     string
-	ExpectedSeq uint64
-	Event       *pb.Event
+	Subject      string
+	CheckSubject string
+	ExpectedSeq  uint64
+	Event        *pb.Event
 }
 
 // Head is the latest event on a subject and its stream sequence.
@@ -21,25 +24,43 @@ type Head struct {
 	Event *pb.Event
 }
 
+// IntentHead is what the views know of one intent: the stream sequence of
+// its latest event (any execution of it), which a new execution's
+// compare-and-set expects, and the head of its latest execution.
+type IntentHead struct {
+	Seq    uint64
+	Latest Head
+}
+
 // Log is the append-only source of truth (DESIGN.md §4: JetStream streams).
 type Log interface {
 	// Append appends one decision: every message lands or none does. It
 	// returns each message's stream sequence. A failed condition is an
-	// ErrConflict; an answer that never came is ErrAppendUnknown. Success is
-	// reported only for messages that landed.
+	// ErrConflict (a *ConflictError naming the sequence when known); an
+	// answer that never came is ErrAppendUnknown. Success is reported only
+	// for messages that landed.
 	Append(ctx context.Context, msgs ...Message) ([]uint64, error)
 	// Last reads the subject's latest event from the log itself (not a
 	// view). ErrNotFound when the subject is empty.
 	Last(ctx context.Context, subject string) (Head, error)
+	// LastSeq is the stream's last sequence now.
+	LastSeq(ctx context.Context) (uint64, error)
 }
 
 // Views are the rebuildable read models the projector keeps. They may lag
-// the log; the ledger treats them as hints and the log decides.
+// the log; the ledger treats them as hints, and after a conflict waits for
+// them to reach the sequence the log reported before deciding again.
 type Views interface {
 	// Head is the latest event the views have folded for subject.
 	Head(ctx context.Context, subject string) (Head, error)
+	// Intent is what the views know of an intent (ErrNotFound: nothing).
+	Intent(ctx context.Context, token string) (IntentHead, error)
+	// ExecutionSubject finds an execution's subject by its id.
+	ExecutionSubject(ctx context.Context, executionID string) (string, error)
 	// ListExecutions pages through executions, newest first.
 	ListExecutions(ctx context.Context, q ListQuery) ([]*pb.Execution, string, error)
+	// WaitFor blocks until the views hold every event up to seq.
+	WaitFor(ctx context.Context, seq uint64) error
 }
 
 // ListQuery selects a page of executions.
@@ -50,25 +71,40 @@ type ListQuery struct {
 	Tool      string
 }
 
-// Subjects of the executions stream. One subject per intent (the matching
-// decision) and one per execution (its transitions and attaches), so an
-// analyst can replay one execution with a single subject filter.
+// Subjects of the executions stream: every event of an execution lives on
+// pc.exec.<intent token>.<execution id>. One execution replays with that
+// subject (or pc.exec.*.<execution id> when only the id is known); one
+// intent, every execution it ever had, with pc.exec.<intent token>.*, the
+// subject filter that owns the decision to create a new execution.
 const (
-	ExecutionsStream    = "PORTCULLIS_EXECUTIONS"
-	intentSubjectPrefix = "pc.intent."
-	execSubjectPrefix   = "pc.exec."
+	ExecutionsStream  = "PORTCULLIS_EXECUTIONS"
+	execSubjectPrefix = "pc.exec."
+	// ReadOnlyToken is the intent token of read_only executions: they are
+	// recorded but never matched, so they share one intent nobody checks.
+	ReadOnlyToken = "ro"
 )
 
 // ExecutionsSubjects are the subjects the executions stream captures.
-var ExecutionsSubjects = []string{intentSubjectPrefix + "*", execSubjectPrefix + "*"}
+var ExecutionsSubjects = []string{execSubjectPrefix + "*.*"}
 
-// ExecutionSubject is the subject that owns an execution's transitions.
-func ExecutionSubject(executionID string) string { return execSubjectPrefix + executionID }
+// ExecutionSubject is the subject of one execution's events.
+func ExecutionSubject(token, executionID string) string {
+	return execSubjectPrefix + token + "." + executionID
+}
 
-// IntentSubject is the subject that owns the matching decision for a key token.
-func IntentSubject(token string) string { return intentSubjectPrefix + token }
+// IntentFilter is the subject filter covering every execution of an intent.
+func IntentFilter(token string) string { return execSubjectPrefix + token + ".*" }
 
-// IsExecutionSubject reports whether subject is an execution's subject.
-func IsExecutionSubject(subject string) bool {
-	return len(subject) > len(execSubjectPrefix) && subject[:len(execSubjectPrefix)] == execSubjectPrefix
+// ParseExecutionSubject splits an execution subject into intent token and
+// execution id.
+func ParseExecutionSubject(subject string) (token, executionID string, ok bool) {
+	rest, found := strings.CutPrefix(subject, execSubjectPrefix)
+	if !found {
+		return "", "", false
+	}
+	token, executionID, ok = strings.Cut(rest, ".")
+	if !ok || token == "" || strings.Contains(executionID, ".") || ValidateExecutionID(executionID) != nil {
+		return "", "", false
+	}
+	return token, executionID, true
 }

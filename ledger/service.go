@@ -23,6 +23,7 @@ const (
 	MaxFieldBytes      = 512       // actor, tool, target, operation key, correlation fields, reasons
 	MaxResultBodyBytes = 256 << 10 // stored result body
 	maxDecisionRounds  = 512       // conflicts one decision may lose before giving up
+	catchUpWaitMax     = 10 * time.Second
 )
 
 // Config wires a Service.
@@ -35,10 +36,12 @@ type Config struct {
 	Now       func() time.Time // nil: time.Now
 }
 
-// Service decides: it reads heads (own recent writes, then views, then the
-// log on conflict), applies the pure rules, and appends with compare-and-set
-// on the subject that owns the decision. It is safe for concurrent use and
-// for many Services (gateways) sharing one Log.
+// Service decides: it reads what it knows (its own recent writes, else the
+// views), applies the pure rules, and appends with compare-and-set on the
+// subject that owns the decision. A conflict means another writer moved
+// first: it waits for the views to reach the sequence the log reported and
+// decides again. It is safe for concurrent use and for many Services
+// (gateways) sharing one Log.
 type Service struct {
 	log       Log
 	views     Views
@@ -46,7 +49,7 @@ type Service struct {
 	contracts contract.Book
 	gatewayID string
 	now       func() time.Time
-	heads     *headCache
+	known     *knownCache
 }
 
 // NewService returns a Service over cfg.
@@ -57,7 +60,7 @@ func NewService(cfg Config) *Service {
 	}
 	return &Service{
 		log: cfg.Log, views: cfg.Views, key: cfg.Key, contracts: cfg.Contracts,
-		gatewayID: cfg.GatewayID, now: now, heads: newHeadCache(headCacheSize),
+		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize),
 	}
 }
 
@@ -76,10 +79,10 @@ type BeginResult struct {
 	Reason    string
 }
 
-// Begin accepts a new execution or attaches the call to the prior execution
-// for the same intent (operation key, else fingerprint). The intent's
-// subject owns the decision to create; the execution's subject owns the
-// decision to attach (its state picks the recovery).
+// Begin accepts a new execution or attaches the call to the latest
+// execution of the same intent (operation key, else fingerprint). The
+// intent's subject filter owns the decision to create; the execution's
+// subject owns the decision to attach (its state picks the recovery).
 func (s *Service) Begin(ctx context.Context, in BeginInput) (BeginResult, error) {
 	if err := validateBegin(in); err != nil {
 		return BeginResult{}, err
@@ -93,41 +96,32 @@ func (s *Service) Begin(ctx context.Context, in BeginInput) (BeginResult, error)
 		return BeginResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if c.Retry == contract.ReadOnly {
-		return s.create(ctx, c, in, d, "", Head{})
+		res, err := s.create(ctx, c, in, d, ReadOnlyToken, IntentHead{}, "")
+		return res, err
 	}
-	intentSubj := IntentSubject(s.intentToken(in, d))
-	authoritative := false
+	token := s.intentToken(in, d)
 	for round := 0; round < maxDecisionRounds; round++ {
-		intent, err := s.head(ctx, intentSubj, authoritative)
+		intent, err := s.intent(ctx, token)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return BeginResult{}, err
 		}
-		var prior Head
-		if intent.Event != nil {
-			prior, err = s.head(ctx, ExecutionSubject(intent.Event.GetExecutionId()), authoritative)
-			if errors.Is(err, ErrNotFound) && !authoritative {
-				authoritative = true // the view saw the claim but not yet the execution
-				continue
-			}
-			if err != nil {
-				return BeginResult{}, err
-			}
-		}
 		m := MatchPrior(MatchInput{
 			Contract: c, ByOperationKey: in.OperationKey != "", RequestDigest: d.RequestDigest,
-			Prior: prior.Event.GetExecutionChanged().GetExecution(), Now: s.now(),
+			Prior: intent.Latest.Event.GetExecutionChanged().GetExecution(), Now: s.now(),
 		})
 		var res BeginResult
 		switch m.Kind {
 		case MatchRefuse:
 			return BeginResult{}, fmt.Errorf("%w: %s", ErrKeyReuse, m.Reason)
 		case MatchAttach:
-			res, err = s.attach(ctx, prior, in.Correlation, m)
+			res, err = s.attach(ctx, intent.Latest, in.Correlation, m)
 		default:
-			res, err = s.create(ctx, c, in, d, intentSubj, intent)
+			res, err = s.create(ctx, c, in, d, token, intent, IntentFilter(token))
 		}
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrAppendUnknown) {
-			authoritative = true
+		if errors.Is(err, ErrConflict) {
+			if err := s.catchUp(ctx, err); err != nil {
+				return BeginResult{}, err
+			}
 			continue
 		}
 		return res, err
@@ -135,12 +129,13 @@ func (s *Service) Begin(ctx context.Context, in BeginInput) (BeginResult, error)
 	return BeginResult{}, ErrContended
 }
 
-// create appends a new execution: the intent claim (CAS on the intent
-// subject) and the ACCEPTED event (on the new execution's subject) as one
-// atomic decision. Read-only tools append only the ACCEPTED event.
-func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput, d fingerprint.Digests, intentSubj string, intent Head) (BeginResult, error) {
+// create appends a new execution's ACCEPTED event, under compare-and-set on
+// the intent's subject filter (nothing else may have happened to the intent
+// since it was read). One message is the whole decision. Read-only tools
+// are appended without a condition on their intent.
+func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput, d fingerprint.Digests, token string, intent IntentHead, check string) (BeginResult, error) {
 	now := s.now()
-	id := "act_" + ulid.Make().String()
+	id := newExecutionID(intent.Latest.Event.GetExecutionId())
 	state := pb.State_STATE_ACCEPTED
 	if c.Approval == contract.ApprovalPerUse {
 		state = pb.State_STATE_AWAITING_APPROVAL
@@ -151,31 +146,42 @@ func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput
 		OperationKey: in.OperationKey, Actor: a.Actor, Tool: a.Tool, Channel: a.Channel, Target: a.Target,
 		Method: a.Method, IntentScope: a.IntentScope, RetryClass: ClassProto(c.Retry),
 		CanonicalRecord: string(d.Record), AcceptedAt: timestamppb.New(now), UpdatedAt: timestamppb.New(now),
-		Correlation: in.Correlation, GatewayId: s.gatewayID, MatchWindow: c.MatchWindow.String(),
+		Correlation: in.Correlation, GatewayId: s.gatewayID, MatchWindow: c.MatchWindow.String(), IntentToken: token,
 	}
-	accepted := s.event(pb.EventType_EVENT_TYPE_ACCEPTED, ExecutionSubject(id), id, now)
-	accepted.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: in.Correlation}}
-	Seal(accepted, nil)
-	msgs := []Message{{Subject: accepted.Subject, ExpectedSeq: 0, Event: accepted}}
-	if intentSubj != "" {
-		kind := "fingerprint"
-		if in.OperationKey != "" {
-			kind = "operation_key"
-		}
-		claim := s.event(pb.EventType_EVENT_TYPE_INTENT_CLAIMED, intentSubj, id, now)
-		claim.Body = &pb.Event_IntentClaimed{IntentClaimed: &pb.IntentClaimed{
-			KeyKind: kind, Fingerprint: d.Fingerprint, RequestDigest: d.RequestDigest,
-			OperationKey: in.OperationKey, Actor: a.Actor,
-		}}
-		Seal(claim, intent.Event.GetHash())
-		msgs = append([]Message{{Subject: intentSubj, ExpectedSeq: intent.Seq, Event: claim}}, msgs...)
+	ev := s.event(pb.EventType_EVENT_TYPE_ACCEPTED, ExecutionSubject(token, id), id, now)
+	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: in.Correlation}}
+	Seal(ev, nil)
+	m := Message{Subject: ev.Subject, CheckSubject: check, ExpectedSeq: intent.Seq, Event: ev}
+	if check == "" {
+		m.ExpectedSeq = 0 // a read_only execution's own, new subject
 	}
-	seqs, err := s.append(ctx, msgs...)
+	seq, err := s.append(ctx, Head{}, m)
 	if err != nil {
 		return BeginResult{}, err
 	}
-	out := withSeq(x, seqs[len(seqs)-1])
-	return BeginResult{Decision: pb.Decision_DECISION_NEW, Execution: out}, nil
+	if check != "" {
+		s.known.putCreated(token, Head{Seq: seq, Event: ev})
+	}
+	return BeginResult{Decision: pb.Decision_DECISION_NEW, Execution: withSeq(x, seq)}, nil
+}
+
+// newExecutionID makes an id that sorts after the intent's previous
+// execution even when this gateway's clock is behind the one that created
+// it, so "latest execution of an intent" is also the greatest id.
+func newExecutionID(prev string) string {
+	id := ulid.Make()
+	if len(prev) == 30 {
+		if p, err := ulid.ParseStrict(prev[4:]); err == nil && id.Compare(p) <= 0 {
+			id = p
+			for i := len(id) - 1; i >= 6; i-- { // bump the entropy, keep the time
+				id[i]++
+				if id[i] != 0 {
+					break
+				}
+			}
+		}
+	}
+	return "act_" + id.String()
 }
 
 // attach records the retry's correlation on the prior execution, under CAS
@@ -189,11 +195,11 @@ func (s *Service) attach(ctx context.Context, prior Head, corr *pb.Correlation, 
 	ev := s.event(pb.EventType_EVENT_TYPE_ATTACHED, prior.Event.GetSubject(), x.GetExecutionId(), now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: corr}}
 	Seal(ev, prior.Event.GetHash())
-	seqs, err := s.append(ctx, Message{Subject: ev.Subject, ExpectedSeq: prior.Seq, Event: ev})
+	seq, err := s.append(ctx, prior, Message{Subject: ev.Subject, ExpectedSeq: prior.Seq, Event: ev})
 	if err != nil {
 		return BeginResult{}, err
 	}
-	return BeginResult{Decision: pb.Decision_DECISION_ATTACHED, Execution: withSeq(x, seqs[0]), Recovery: m.Recovery, Reason: m.Reason}, nil
+	return BeginResult{Decision: pb.Decision_DECISION_ATTACHED, Execution: withSeq(x, seq), Recovery: m.Recovery, Reason: m.Reason}, nil
 }
 
 // Change describes one lifecycle transition requested by a caller.
@@ -211,20 +217,12 @@ type Change struct {
 // transition again, so the loser of a contested transition gets an
 // *IllegalTransitionError naming the winner's state.
 func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, error) {
-	if err := ValidateExecutionID(ch.ExecutionID); err != nil {
+	subj, err := s.executionSubject(ctx, ch.ExecutionID)
+	if err != nil {
 		return nil, err
 	}
-	subj := ExecutionSubject(ch.ExecutionID)
-	authoritative := false
 	for round := 0; round < maxDecisionRounds; round++ {
-		h, err := s.head(ctx, subj, authoritative)
-		if errors.Is(err, ErrNotFound) && !authoritative {
-			authoritative = true
-			continue
-		}
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("%w: execution %s", ErrNotFound, ch.ExecutionID)
-		}
+		h, err := s.head(ctx, subj)
 		if err != nil {
 			return nil, err
 		}
@@ -247,15 +245,17 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 		ev := s.event(ch.Event, subj, ch.ExecutionID, now)
 		ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Evidence: ch.Evidence}}
 		Seal(ev, h.Event.GetHash())
-		seqs, err := s.append(ctx, Message{Subject: subj, ExpectedSeq: h.Seq, Event: ev})
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrAppendUnknown) {
-			authoritative = true
+		seq, err := s.append(ctx, h, Message{Subject: subj, ExpectedSeq: h.Seq, Event: ev})
+		if errors.Is(err, ErrConflict) {
+			if err := s.catchUp(ctx, err); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		return withSeq(x, seqs[0]), nil
+		return withSeq(x, seq), nil
 	}
 	return nil, ErrContended
 }
@@ -278,19 +278,21 @@ func stamp(x *pb.Execution, t pb.EventType, now time.Time) {
 	}
 }
 
-// Get reads an execution from the log itself, so a read after any gateway's
-// write sees it.
+// Get reads an execution's latest event from the log itself, so a read
+// after any gateway's write sees it.
 func (s *Service) Get(ctx context.Context, executionID string) (*pb.Execution, error) {
-	if err := ValidateExecutionID(executionID); err != nil {
+	subj, err := s.executionSubject(ctx, executionID)
+	if err != nil {
 		return nil, err
 	}
-	h, err := s.head(ctx, ExecutionSubject(executionID), true)
+	h, err := s.log.Last(ctx, subj)
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: execution %s", ErrNotFound, executionID)
 	}
 	if err != nil {
 		return nil, err
 	}
+	s.known.putHead(h)
 	return withSeq(cloneExecution(h.Event), h.Seq), nil
 }
 
@@ -310,80 +312,123 @@ func (s *Service) List(ctx context.Context, q ListQuery) ([]*pb.Execution, strin
 	return s.views.ListExecutions(ctx, q)
 }
 
-// head returns the latest known event on subject: from the log when
-// authoritative, else the newer of this gateway's own recent writes and the
-// views.
-func (s *Service) head(ctx context.Context, subject string, authoritative bool) (Head, error) {
-	if authoritative {
-		h, err := s.log.Last(ctx, subject)
-		if err != nil {
-			return Head{}, err
-		}
-		s.heads.put(subject, h)
-		return h, nil
+// executionSubject finds an execution's subject: from this gateway's own
+// writes, the views, or, when neither knows the id yet (another gateway
+// just created it), after the views caught up with the stream.
+func (s *Service) executionSubject(ctx context.Context, id string) (string, error) {
+	if err := ValidateExecutionID(id); err != nil {
+		return "", err
 	}
-	h, cached := s.heads.get(subject)
+	if subj, ok := s.known.subject(id); ok {
+		return subj, nil
+	}
+	subj, err := s.views.ExecutionSubject(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		if err := s.catchUp(ctx, nil); err != nil {
+			return "", err
+		}
+		subj, err = s.views.ExecutionSubject(ctx, id)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return "", fmt.Errorf("%w: execution %s", ErrNotFound, id)
+	}
+	return subj, err
+}
+
+// head is the newer of this gateway's own latest write on subject and the
+// views' head.
+func (s *Service) head(ctx context.Context, subject string) (Head, error) {
+	own, ok := s.known.head(subject)
 	v, err := s.views.Head(ctx, subject)
 	switch {
-	case err == nil && v.Seq > h.Seq:
+	case err == nil && v.Seq > own.Seq:
 		return v, nil
 	case err != nil && !errors.Is(err, ErrNotFound):
 		return Head{}, err
-	case cached:
-		return h, nil
+	case ok:
+		return own, nil
 	case err == nil:
 		return v, nil
 	}
 	return Head{}, ErrNotFound
 }
 
-// append checks every message (the same check the projector makes when it
-// folds) and appends them as one decision; landed events become this
-// gateway's known heads, so it reads its own writes without a round trip.
-func (s *Service) append(ctx context.Context, msgs ...Message) ([]uint64, error) {
-	for _, m := range msgs {
-		var prev *pb.Event
-		if m.ExpectedSeq != 0 {
-			if h, ok := s.heads.get(m.Subject); ok && h.Seq == m.ExpectedSeq {
-				prev = h.Event
-			} else if v, err := s.views.Head(ctx, m.Subject); err == nil && v.Seq == m.ExpectedSeq {
-				prev = v.Event
-			}
-		}
-		if prev != nil || m.ExpectedSeq == 0 {
-			if err := CheckNext(prev, m.Event); err != nil {
-				panic(fmt.Sprintf("ledger: refusing to append an invalid event: %v", err))
-			}
-		}
+// intent is the newer of what this gateway created for the intent and what
+// the views hold, with its latest execution's freshest head.
+func (s *Service) intent(ctx context.Context, token string) (IntentHead, error) {
+	own, ok := s.known.intent(token)
+	v, err := s.views.Intent(ctx, token)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return IntentHead{}, err
 	}
-	seqs, err := s.log.Append(ctx, msgs...)
-	if errors.Is(err, ErrAppendUnknown) {
-		seqs, err = s.landed(ctx, msgs, err)
+	if err == nil && v.Seq >= own.seq {
+		ok = false
+	} else if !ok {
+		return IntentHead{}, ErrNotFound
 	}
+	subject := v.Latest.Event.GetSubject()
+	seq := v.Seq
+	if ok {
+		subject, seq = own.subject, own.seq
+	}
+	h, err := s.head(ctx, subject)
 	if err != nil {
-		return nil, err
+		return IntentHead{}, err
 	}
-	for i, m := range msgs {
-		s.heads.put(m.Subject, Head{Seq: seqs[i], Event: m.Event})
-	}
-	return seqs, nil
+	return IntentHead{Seq: max(seq, h.Seq), Latest: h}, nil
 }
 
-// landed settles an append whose answer never came: a decision is atomic,
-// so if its last message is the head of its subject, all of it landed.
-// Otherwise the original error stands and the caller decides again from
-// the log.
-func (s *Service) landed(ctx context.Context, msgs []Message, appendErr error) ([]uint64, error) {
-	last := msgs[len(msgs)-1]
-	h, err := s.log.Last(ctx, last.Subject)
-	if err != nil || h.Event.GetEventId() != last.Event.GetEventId() {
+// catchUp waits until the views hold the sequence a conflict reported (or,
+// when unknown, the stream's last sequence now), so the next round decides
+// on what the winner wrote.
+func (s *Service) catchUp(ctx context.Context, conflict error) error {
+	var seq uint64
+	var ce *ConflictError
+	if errors.As(conflict, &ce) {
+		seq = ce.ActualSeq
+	}
+	if seq == 0 {
+		var err error
+		if seq, err = s.log.LastSeq(ctx); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, catchUpWaitMax)
+	defer cancel()
+	if err := s.views.WaitFor(wctx, seq); err != nil {
+		return fmt.Errorf("catch up to sequence %d: %w", seq, err)
+	}
+	return nil
+}
+
+// append checks the message against the head it follows (the same check
+// the projector makes when it folds) and appends it. The landed event
+// becomes this gateway's known head, so it reads its own writes without a
+// round trip.
+func (s *Service) append(ctx context.Context, prev Head, m Message) (uint64, error) {
+	if err := CheckNext(prev.Event, m.Event); err != nil {
+		panic(fmt.Sprintf("ledger: refusing to append an invalid event: %v", err))
+	}
+	seqs, err := s.log.Append(ctx, m)
+	if errors.Is(err, ErrAppendUnknown) {
+		seqs, err = s.landed(ctx, m, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.known.putHead(Head{Seq: seqs[0], Event: m.Event})
+	return seqs[0], nil
+}
+
+// landed settles an append whose answer never came: if the event is the
+// head of its subject, it landed. Otherwise the original error stands and
+// the caller decides again.
+func (s *Service) landed(ctx context.Context, m Message, appendErr error) ([]uint64, error) {
+	h, err := s.log.Last(ctx, m.Subject)
+	if err != nil || h.Event.GetEventId() != m.Event.GetEventId() {
 		return nil, appendErr
 	}
-	seqs := make([]uint64, len(msgs))
-	for i := range msgs {
-		seqs[i] = h.Seq - uint64(len(msgs)-1-i) // an atomic batch is contiguous
-	}
-	return seqs, nil
+	return []uint64{h.Seq}, nil
 }
 
 func (s *Service) event(t pb.EventType, subject, executionID string, now time.Time) *pb.Event {
@@ -393,9 +438,9 @@ func (s *Service) event(t pb.EventType, subject, executionID string, now time.Ti
 	}
 }
 
-// intentToken names the intent subject: a keyed digest of (actor, operation
-// key) when the caller gave a key, else the fingerprint. Neither leaks the
-// key or the action into subject names.
+// intentToken names the intent: a keyed digest of (actor, operation key)
+// when the caller gave a key, else the fingerprint. Neither leaks the key
+// or the action into subject names.
 func (s *Service) intentToken(in BeginInput, d fingerprint.Digests) string {
 	if in.OperationKey == "" {
 		return "f" + d.Fingerprint[len("hmac-sha256:"):]
@@ -438,18 +483,18 @@ func validateBegin(in BeginInput) error {
 	if a.Actor == "" {
 		return fmt.Errorf("%w: action.actor is required", ErrInvalid)
 	}
-	fields := map[string]string{
-		"action.actor": a.Actor, "action.tool": a.Tool, "action.channel": a.Channel, "action.target": a.Target,
-		"action.credential_ref": a.CredentialRef, "action.method": a.Method, "action.intent_scope": a.IntentScope,
-		"operation_key": in.OperationKey, "correlation.jsonrpc_id": in.Correlation.GetJsonrpcId(),
-		"correlation.session_id": in.Correlation.GetSessionId(),
+	fields := [...]struct{ name, v string }{
+		{"action.actor", a.Actor}, {"action.tool", a.Tool}, {"action.channel", a.Channel}, {"action.target", a.Target},
+		{"action.credential_ref", a.CredentialRef}, {"action.method", a.Method}, {"action.intent_scope", a.IntentScope},
+		{"operation_key", in.OperationKey}, {"correlation.jsonrpc_id", in.Correlation.GetJsonrpcId()},
+		{"correlation.session_id", in.Correlation.GetSessionId()},
 	}
-	for name, v := range fields {
-		if len(v) > MaxFieldBytes {
-			return fmt.Errorf("%w: %s is longer than %d bytes", ErrInvalid, name, MaxFieldBytes)
+	for _, f := range fields {
+		if len(f.v) > MaxFieldBytes {
+			return fmt.Errorf("%w: %s is longer than %d bytes", ErrInvalid, f.name, MaxFieldBytes)
 		}
-		if !utf8.ValidString(v) {
-			return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, name)
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, f.name)
 		}
 	}
 	return nil

@@ -103,7 +103,7 @@ func transitionEvents(t *testing.T) []pb.EventType {
 	var out []pb.EventType
 	for n := range pb.EventType_name {
 		e := pb.EventType(n)
-		if e == pb.EventType_EVENT_TYPE_INTENT_CLAIMED || e == pb.EventType_EVENT_TYPE_ACCEPTED {
+		if e == pb.EventType_EVENT_TYPE_ACCEPTED {
 			continue
 		}
 		out = append(out, e)

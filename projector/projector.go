@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -37,22 +36,34 @@ type Source interface {
 	LastSeq(ctx context.Context) (uint64, error)
 }
 
-// Row is one view row the fold writes: the subject's new head.
+// Row is one view row the fold writes: an execution subject's new head.
 type Row struct {
 	Subject string
 	Seq     uint64
 	Data    []byte // the stored event, as appended
 	Event   *pb.Event
+	// Accepted marks the execution's first event: the intent's latest
+	// execution is the one accepted last.
+	Accepted bool
+}
+
+// Intent is the view row of one intent: the sequence of its latest event
+// and the subject of its latest execution.
+type Intent struct {
+	Seq           uint64
+	LatestSubject string
 }
 
 // Store is the views' write side.
 type Store interface {
 	// Checkpoint is the last stream sequence whose rows are written.
 	Checkpoint(stream string) (uint64, error)
-	// Write stores rows and the new checkpoint in one atomic batch.
-	Write(stream string, rows []Row, checkpoint uint64) error
+	// Write stores heads, intents and the new checkpoint in one atomic batch.
+	Write(stream string, heads []Row, intents map[string]Intent, checkpoint uint64) error
 	// Head returns the head the views hold for subject.
 	Head(ctx context.Context, subject string) (ledger.Head, error)
+	// IntentRow returns the intent row (ErrNotFound when none).
+	IntentRow(token string) (Intent, error)
 }
 
 // Projector folds one stream into a Store.
@@ -61,10 +72,6 @@ type Projector struct {
 	src    Source
 	store  Store
 	log    *slog.Logger
-
-	mu      sync.Mutex
-	applied uint64
-	waiters []chan struct{}
 }
 
 // New returns a Projector of stream from src into store.
@@ -84,7 +91,6 @@ func (p *Projector) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("projector %s: checkpoint: %w", p.stream, err)
 	}
-	p.setApplied(cp)
 	err = p.src.Tail(ctx, cp+1, func(entries []Entry) error { return p.Apply(ctx, entries) })
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
@@ -99,10 +105,18 @@ func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
 	}
 	rows := make([]Row, 0, len(entries))
 	pending := make(map[string]int, len(entries)) // subject → index in rows
+	intents := make(map[string]Intent)
 	for _, e := range entries {
 		ev := new(pb.Event)
 		if err := proto.Unmarshal(e.Data, ev); err != nil {
 			return fmt.Errorf("projector %s seq %d: %w: %v", p.stream, e.Seq, ledger.ErrCorrupt, err)
+		}
+		if ev.GetSubject() != e.Subject {
+			return fmt.Errorf("projector %s seq %d: %w: event names subject %s", p.stream, e.Seq, ledger.ErrCorrupt, ev.GetSubject())
+		}
+		token, _, ok := ledger.ParseExecutionSubject(e.Subject)
+		if !ok {
+			return fmt.Errorf("projector %s seq %d: %w: %s is not an execution subject", p.stream, e.Seq, ledger.ErrCorrupt, e.Subject)
 		}
 		var prev *pb.Event
 		if i, ok := pending[e.Subject]; ok {
@@ -116,63 +130,35 @@ func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
 				return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
 			}
 		}
-		if ev.GetSubject() != e.Subject {
-			return fmt.Errorf("projector %s seq %d: %w: event names subject %s", p.stream, e.Seq, ledger.ErrCorrupt, ev.GetSubject())
-		}
 		if err := ledger.CheckNext(prev, ev); err != nil {
 			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
 		}
-		row := Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev}
+		row := Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev, Accepted: prev == nil}
 		if i, ok := pending[e.Subject]; ok {
+			row.Accepted = rows[i].Accepted
 			rows[i] = row
 		} else {
 			pending[e.Subject] = len(rows)
 			rows = append(rows, row)
 		}
+		in, ok := intents[token]
+		if !ok {
+			var err error
+			if in, err = p.store.IntentRow(token); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+				return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
+			}
+		}
+		in.Seq = e.Seq
+		if prev == nil {
+			in.LatestSubject = e.Subject
+		}
+		intents[token] = in
 	}
 	last := entries[len(entries)-1].Seq
-	if err := p.store.Write(p.stream, rows, last); err != nil {
+	if err := p.store.Write(p.stream, rows, intents, last); err != nil {
 		return fmt.Errorf("projector %s: write views: %w", p.stream, err)
 	}
-	p.setApplied(last)
 	return nil
-}
-
-// Applied is the last stream sequence folded into the views.
-func (p *Projector) Applied() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.applied
-}
-
-// WaitFor blocks until the views hold every event up to seq, or ctx ends.
-func (p *Projector) WaitFor(ctx context.Context, seq uint64) error {
-	for {
-		p.mu.Lock()
-		if p.applied >= seq {
-			p.mu.Unlock()
-			return nil
-		}
-		ch := make(chan struct{})
-		p.waiters = append(p.waiters, ch)
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (p *Projector) setApplied(seq uint64) {
-	p.mu.Lock()
-	p.applied = seq
-	ws := p.waiters
-	p.waiters = nil
-	p.mu.Unlock()
-	for _, ch := range ws {
-		close(ch)
-	}
 }
 
 // CatchUp folds until the views hold everything the stream held when it
@@ -196,15 +182,15 @@ func (p *Projector) CatchUp(ctx context.Context, progress func(applied, total ui
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := errors.New("caught up")
-	p.setApplied(cp)
 	err = p.src.Tail(ctx, cp+1, func(entries []Entry) error {
 		if err := p.Apply(ctx, entries); err != nil {
 			return err
 		}
+		applied := entries[len(entries)-1].Seq
 		if progress != nil {
-			progress(p.Applied(), total)
+			progress(applied, total)
 		}
-		if p.Applied() >= total {
+		if applied >= total {
 			return done
 		}
 		return nil

@@ -179,7 +179,7 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := g.Projector.WaitFor(wctx, last.State.LastSeq); err != nil {
+	if err := g.Views.WaitFor(wctx, last.State.LastSeq); err != nil {
 		t.Fatal(err)
 	}
 	g.Close(ctx)

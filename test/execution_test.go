@@ -42,7 +42,7 @@ func TestBeginTwiceAttachesWithRecovery(t *testing.T) {
 		t.Fatalf("recovery %v (%q), want RESUME with a reason", second.Msg.GetRecovery(), second.Msg.GetReason())
 	}
 	// The attach is an event carrying the retry's correlation.
-	evs := subjectEvents(t, ledgerStream(t, g), ledger.ExecutionSubject(x.GetExecutionId()))
+	evs := subjectEvents(t, ledgerStream(t, g), ledger.ExecutionSubject(x.GetIntentToken(), x.GetExecutionId()))
 	if len(evs) != 2 || evs[1].GetType() != pb.EventType_EVENT_TYPE_ATTACHED {
 		t.Fatalf("events on the execution: %v", evs)
 	}

@@ -72,7 +72,7 @@ func (l *Log) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, err
 		if len(data) > MaxMsgBytes-1024 {
 			return nil, fmt.Errorf("append %s: event of %d bytes exceeds the %d-byte limit", m.Subject, len(data), MaxMsgBytes-1024)
 		}
-		d.msgs[i] = outMsg{subject: m.Subject, expected: m.ExpectedSeq, data: data}
+		d.msgs[i] = outMsg{subject: m.Subject, check: m.CheckSubject, expected: m.ExpectedSeq, data: data}
 	}
 	return l.c.submit(ctx, d)
 }
@@ -91,6 +91,11 @@ func (l *Log) Last(ctx context.Context, subject string) (ledger.Head, error) {
 		return ledger.Head{}, fmt.Errorf("last %s seq %d: %w", subject, m.Sequence, err)
 	}
 	return ledger.Head{Seq: m.Sequence, Event: ev}, nil
+}
+
+// LastSeq is the stream's last sequence now.
+func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
+	return Source{Stream: l.stream}.LastSeq(ctx)
 }
 
 // Decode parses a stored event and checks its hash.

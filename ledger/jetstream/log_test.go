@@ -15,6 +15,7 @@ import (
 
 var testSpec = StreamSpec{Name: "TEST_EVENTS", Subjects: []string{"t.>"}}
 
+
 func openTestLog(t testing.TB, opt Options) *Log {
 	t.Helper()
 	_, nc := natstest.Start(t)
@@ -27,8 +28,8 @@ func openTestLog(t testing.TB, opt Options) *Log {
 }
 
 func testEvent(subject string, prev []byte) *pb.Event {
-	ev := &pb.Event{EventId: fmt.Sprintf("evt_%s_%d", subject, time.Now().UnixNano()), Type: pb.EventType_EVENT_TYPE_INTENT_CLAIMED, Subject: subject,
-		Body: &pb.Event_IntentClaimed{IntentClaimed: &pb.IntentClaimed{KeyKind: "fingerprint"}}}
+	ev := &pb.Event{EventId: fmt.Sprintf("evt_%s_%d", subject, time.Now().UnixNano()), Type: pb.EventType_EVENT_TYPE_ACCEPTED, Subject: subject,
+		Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: &pb.Execution{State: pb.State_STATE_ACCEPTED}}}}
 	ledger.Seal(ev, prev)
 	return ev
 }
@@ -203,5 +204,37 @@ func TestConcurrentAppends(t *testing.T) {
 	}
 	if n := streamMsgs(t, l); n != callers*perCaller+perCaller {
 		t.Fatalf("stream holds %d events, want %d", n, callers*perCaller+perCaller)
+	}
+}
+
+// A condition on a subject filter covers every subject under it: the
+// intent of DESIGN.md owns the decision to create any of its executions.
+func TestConditionOnSubjectFilter(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{})
+	first := ledger.Message{Subject: "t.intent.a", CheckSubject: "t.intent.*", ExpectedSeq: 0, Event: testEvent("t.intent.a", nil)}
+	seqs, err := l.Append(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := ledger.Message{Subject: "t.intent.b", CheckSubject: "t.intent.*", ExpectedSeq: 0, Event: testEvent("t.intent.b", nil)}
+	if _, err := l.Append(ctx, second); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second execution of one intent: %v, want ErrConflict", err)
+	}
+	var ce *ledger.ConflictError
+	if _, err := l.Append(ctx, second); !errors.As(err, &ce) || ce.ActualSeq != seqs[0] {
+		t.Fatalf("conflict should name the intent's sequence %d: %v", seqs[0], err)
+	}
+	second.ExpectedSeq = seqs[0]
+	if _, err := l.Append(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	// Another event on one execution moves the whole intent.
+	if _, err := l.Append(ctx, ledger.Message{Subject: "t.intent.a", ExpectedSeq: seqs[0], Event: testEvent("t.intent.a", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	third := ledger.Message{Subject: "t.intent.c", CheckSubject: "t.intent.*", ExpectedSeq: seqs[0] + 1, Event: testEvent("t.intent.c", nil)}
+	if _, err := l.Append(ctx, third); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("create on a stale intent: %v, want ErrConflict", err)
 	}
 }

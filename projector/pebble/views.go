@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
@@ -22,14 +24,24 @@ import (
 // Key layout. Heads sort by subject, so the executions of one stream sort
 // by id, and ids are ULIDs: a reverse scan lists newest first.
 var (
-	headPrefix       = []byte("h/")
-	checkpointPrefix = []byte("c/")
-	execHeadPrefix   = append(append([]byte(nil), headPrefix...), "pc.exec."...)
+	headPrefix       = []byte("h/") // execution subject → 8-byte seq + stored event
+	intentPrefix     = []byte("i/") // intent token → 8-byte seq of its latest event + latest execution subject
+	execIDPrefix     = []byte("x/") // execution id → execution subject
+	checkpointPrefix = []byte("c/") // stream → 8-byte last applied sequence
 )
 
+// blockCacheBytes is the Pebble block cache of one gateway's views.
+const blockCacheBytes = 64 << 20
+
 // Views is a ledger.Views and a projector.Store on one Pebble database.
+// It also tells waiters when the executions stream's checkpoint passes a
+// sequence, which is how a gateway catches up after a conflict.
 type Views struct {
 	db *pebble.DB
+
+	mu      sync.Mutex
+	applied uint64 // executions stream checkpoint
+	waiters []chan struct{}
 }
 
 var (
@@ -39,11 +51,25 @@ var (
 
 // Open opens (or creates) the views in dir.
 func Open(dir string) (*Views, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: pebble.NewCache(blockCacheBytes)}
+	defer opts.Cache.Unref()
+	// Most Begins look up an intent that does not exist yet: bloom filters
+	// answer those without reading data blocks.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open views %s: %w", dir, err)
 	}
-	return &Views{db: db}, nil
+	v := &Views{db: db}
+	cp, err := v.Checkpoint(ledger.ExecutionsStream)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	v.applied = cp
+	return v, nil
 }
 
 // Close flushes and closes the database.
@@ -51,7 +77,7 @@ func (v *Views) Close() error { return v.db.Close() }
 
 // Checkpoint returns the last applied sequence of stream (0 when none).
 func (v *Views) Checkpoint(stream string) (uint64, error) {
-	val, closer, err := v.db.Get(checkpointKey(stream))
+	val, closer, err := v.db.Get(key(checkpointPrefix, stream))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
 	}
@@ -65,32 +91,124 @@ func (v *Views) Checkpoint(stream string) (uint64, error) {
 	return binary.BigEndian.Uint64(val), nil
 }
 
-// Write stores rows and the checkpoint in one batch. It does not fsync:
-// the views are rebuilt from the stream, which is the durable record, and
-// the checkpoint written in the same batch keeps rows and checkpoint
-// consistent after a crash.
-func (v *Views) Write(stream string, rows []projector.Row, checkpoint uint64) error {
+// Write stores heads, intents and the checkpoint in one batch. It does not
+// fsync: the views are rebuilt from the stream, which is the durable
+// record, and the checkpoint written in the same batch keeps rows and
+// checkpoint consistent after a crash.
+func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, checkpoint uint64) error {
 	b := v.db.NewBatch()
 	defer b.Close()
-	for _, r := range rows {
+	for _, r := range heads {
 		val := make([]byte, 8+len(r.Data))
 		binary.BigEndian.PutUint64(val, r.Seq)
 		copy(val[8:], r.Data)
-		if err := b.Set(headKey(r.Subject), val, nil); err != nil {
+		if err := b.Set(key(headPrefix, r.Subject), val, nil); err != nil {
+			return err
+		}
+		if r.Accepted {
+			if err := b.Set(key(execIDPrefix, r.Event.GetExecutionId()), []byte(r.Subject), nil); err != nil {
+				return err
+			}
+		}
+	}
+	for token, in := range intents {
+		val := make([]byte, 8+len(in.LatestSubject))
+		binary.BigEndian.PutUint64(val, in.Seq)
+		copy(val[8:], in.LatestSubject)
+		if err := b.Set(key(intentPrefix, token), val, nil); err != nil {
 			return err
 		}
 	}
 	var cp [8]byte
 	binary.BigEndian.PutUint64(cp[:], checkpoint)
-	if err := b.Set(checkpointKey(stream), cp[:], nil); err != nil {
+	if err := b.Set(key(checkpointPrefix, stream), cp[:], nil); err != nil {
 		return err
 	}
-	return b.Commit(pebble.NoSync)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	if stream == ledger.ExecutionsStream {
+		v.setApplied(checkpoint)
+	}
+	return nil
+}
+
+// WaitFor blocks until the executions views hold every event up to seq.
+func (v *Views) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		v.mu.Lock()
+		if v.applied >= seq {
+			v.mu.Unlock()
+			return nil
+		}
+		ch := make(chan struct{})
+		v.waiters = append(v.waiters, ch)
+		v.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (v *Views) setApplied(seq uint64) {
+	v.mu.Lock()
+	v.applied = seq
+	ws := v.waiters
+	v.waiters = nil
+	v.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
+	}
+}
+
+// IntentRow returns an intent's row.
+func (v *Views) IntentRow(token string) (projector.Intent, error) {
+	val, closer, err := v.db.Get(key(intentPrefix, token))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return projector.Intent{}, ledger.ErrNotFound
+	}
+	if err != nil {
+		return projector.Intent{}, fmt.Errorf("view intent %s: %w", token, err)
+	}
+	defer closer.Close()
+	if len(val) < 8 {
+		return projector.Intent{}, fmt.Errorf("view intent %s: %w: short row", token, ledger.ErrCorrupt)
+	}
+	return projector.Intent{Seq: binary.BigEndian.Uint64(val), LatestSubject: string(val[8:])}, nil
+}
+
+// Intent returns what the views hold of an intent, with the head of its
+// latest execution.
+func (v *Views) Intent(ctx context.Context, token string) (ledger.IntentHead, error) {
+	in, err := v.IntentRow(token)
+	if err != nil {
+		return ledger.IntentHead{}, err
+	}
+	h, err := v.Head(ctx, in.LatestSubject)
+	if err != nil {
+		return ledger.IntentHead{}, err
+	}
+	return ledger.IntentHead{Seq: in.Seq, Latest: h}, nil
+}
+
+// ExecutionSubject finds an execution's subject by id.
+func (v *Views) ExecutionSubject(_ context.Context, id string) (string, error) {
+	val, closer, err := v.db.Get(key(execIDPrefix, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", ledger.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("view execution %s: %w", id, err)
+	}
+	defer closer.Close()
+	return string(val), nil
 }
 
 // Head returns the latest folded event on subject.
 func (v *Views) Head(_ context.Context, subject string) (ledger.Head, error) {
-	val, closer, err := v.db.Get(headKey(subject))
+	val, closer, err := v.db.Get(key(headPrefix, subject))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return ledger.Head{}, ledger.ErrNotFound
 	}
@@ -112,21 +230,20 @@ func decodeHead(subject string, val []byte) (ledger.Head, error) {
 	return ledger.Head{Seq: binary.BigEndian.Uint64(val), Event: ev}, nil
 }
 
-// ListExecutions scans execution heads newest first.
-func (v *Views) ListExecutions(_ context.Context, q ledger.ListQuery) ([]*pb.Execution, string, error) {
-	upper := prefixEnd(execHeadPrefix)
+// ListExecutions scans executions by id (ULIDs: time order), newest first.
+func (v *Views) ListExecutions(ctx context.Context, q ledger.ListQuery) ([]*pb.Execution, string, error) {
+	upper := prefixEnd(execIDPrefix)
 	if q.PageToken != "" {
-		upper = headKey(ledger.ExecutionSubject(q.PageToken))
+		upper = key(execIDPrefix, q.PageToken)
 	}
-	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: execHeadPrefix, UpperBound: upper})
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: execIDPrefix, UpperBound: upper})
 	if err != nil {
 		return nil, "", err
 	}
 	defer it.Close()
 	var out []*pb.Execution
 	for ok := it.Last(); ok; ok = it.Prev() {
-		subject := string(it.Key()[len(headPrefix):])
-		h, err := decodeHead(subject, it.Value())
+		h, err := v.Head(ctx, string(it.Value()))
 		if err != nil {
 			return nil, "", err
 		}
@@ -160,12 +277,8 @@ func (v *Views) Dump() (map[string][]byte, error) {
 	return out, it.Error()
 }
 
-func headKey(subject string) []byte {
-	return append(append(make([]byte, 0, len(headPrefix)+len(subject)), headPrefix...), subject...)
-}
-
-func checkpointKey(stream string) []byte {
-	return append(append([]byte(nil), checkpointPrefix...), stream...)
+func key(prefix []byte, name string) []byte {
+	return append(append(make([]byte, 0, len(prefix)+len(name)), prefix...), name...)
 }
 
 func prefixEnd(p []byte) []byte {

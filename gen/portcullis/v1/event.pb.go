@@ -26,9 +26,8 @@ type EventType int32
 
 const (
 	EventType_EVENT_TYPE_UNSPECIFIED EventType = 0
-	// On the intent subject: this intent now belongs to a new execution.
-	EventType_EVENT_TYPE_INTENT_CLAIMED EventType = 1
-	// On the execution subject, one per lifecycle transition.
+	// A new execution, appended under compare-and-set on its intent's
+	// subject filter: the intent now belongs to it.
 	EventType_EVENT_TYPE_ACCEPTED              EventType = 2
 	EventType_EVENT_TYPE_AUTHORIZED            EventType = 3
 	EventType_EVENT_TYPE_DENIED                EventType = 4
@@ -47,7 +46,6 @@ const (
 var (
 	EventType_name = map[int32]string{
 		0:  "EVENT_TYPE_UNSPECIFIED",
-		1:  "EVENT_TYPE_INTENT_CLAIMED",
 		2:  "EVENT_TYPE_ACCEPTED",
 		3:  "EVENT_TYPE_AUTHORIZED",
 		4:  "EVENT_TYPE_DENIED",
@@ -62,7 +60,6 @@ var (
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":           0,
-		"EVENT_TYPE_INTENT_CLAIMED":        1,
 		"EVENT_TYPE_ACCEPTED":              2,
 		"EVENT_TYPE_AUTHORIZED":            3,
 		"EVENT_TYPE_DENIED":                4,
@@ -125,7 +122,6 @@ type Event struct {
 	Signature []byte `protobuf:"bytes,9,opt,name=signature,proto3" json:"signature,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
-	//	*Event_IntentClaimed
 	//	*Event_ExecutionChanged
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
@@ -232,15 +228,6 @@ func (x *Event) GetBody() isEvent_Body {
 	return nil
 }
 
-func (x *Event) GetIntentClaimed() *IntentClaimed {
-	if x != nil {
-		if x, ok := x.Body.(*Event_IntentClaimed); ok {
-			return x.IntentClaimed
-		}
-	}
-	return nil
-}
-
 func (x *Event) GetExecutionChanged() *ExecutionChanged {
 	if x != nil {
 		if x, ok := x.Body.(*Event_ExecutionChanged); ok {
@@ -254,96 +241,11 @@ type isEvent_Body interface {
 	isEvent_Body()
 }
 
-type Event_IntentClaimed struct {
-	IntentClaimed *IntentClaimed `protobuf:"bytes,20,opt,name=intent_claimed,json=intentClaimed,proto3,oneof"`
-}
-
 type Event_ExecutionChanged struct {
 	ExecutionChanged *ExecutionChanged `protobuf:"bytes,21,opt,name=execution_changed,json=executionChanged,proto3,oneof"`
 }
 
-func (*Event_IntentClaimed) isEvent_Body() {}
-
 func (*Event_ExecutionChanged) isEvent_Body() {}
-
-// IntentClaimed binds an intent key (fingerprint or actor + operation key)
-// to the execution that now owns it.
-type IntentClaimed struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// "fingerprint" or "operation_key".
-	KeyKind       string `protobuf:"bytes,1,opt,name=key_kind,json=keyKind,proto3" json:"key_kind,omitempty"`
-	Fingerprint   string `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	RequestDigest string `protobuf:"bytes,3,opt,name=request_digest,json=requestDigest,proto3" json:"request_digest,omitempty"`
-	OperationKey  string `protobuf:"bytes,4,opt,name=operation_key,json=operationKey,proto3" json:"operation_key,omitempty"`
-	Actor         string `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *IntentClaimed) Reset() {
-	*x = IntentClaimed{}
-	mi := &file_portcullis_v1_event_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *IntentClaimed) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*IntentClaimed) ProtoMessage() {}
-
-func (x *IntentClaimed) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_event_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use IntentClaimed.ProtoReflect.Descriptor instead.
-func (*IntentClaimed) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_event_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *IntentClaimed) GetKeyKind() string {
-	if x != nil {
-		return x.KeyKind
-	}
-	return ""
-}
-
-func (x *IntentClaimed) GetFingerprint() string {
-	if x != nil {
-		return x.Fingerprint
-	}
-	return ""
-}
-
-func (x *IntentClaimed) GetRequestDigest() string {
-	if x != nil {
-		return x.RequestDigest
-	}
-	return ""
-}
-
-func (x *IntentClaimed) GetOperationKey() string {
-	if x != nil {
-		return x.OperationKey
-	}
-	return ""
-}
-
-func (x *IntentClaimed) GetActor() string {
-	if x != nil {
-		return x.Actor
-	}
-	return ""
-}
 
 // ExecutionChanged carries the execution record as it is after the event, so
 // the latest event on an execution's subject is its current state (one direct
@@ -362,7 +264,7 @@ type ExecutionChanged struct {
 
 func (x *ExecutionChanged) Reset() {
 	*x = ExecutionChanged{}
-	mi := &file_portcullis_v1_event_proto_msgTypes[2]
+	mi := &file_portcullis_v1_event_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +276,7 @@ func (x *ExecutionChanged) String() string {
 func (*ExecutionChanged) ProtoMessage() {}
 
 func (x *ExecutionChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_event_proto_msgTypes[2]
+	mi := &file_portcullis_v1_event_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +289,7 @@ func (x *ExecutionChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionChanged.ProtoReflect.Descriptor instead.
 func (*ExecutionChanged) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_event_proto_rawDescGZIP(), []int{2}
+	return file_portcullis_v1_event_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ExecutionChanged) GetExecution() *Execution {
@@ -415,7 +317,7 @@ var File_portcullis_v1_event_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1dportcullis/v1/execution.proto\"\xc0\x03\n" +
+	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1dportcullis/v1/execution.proto\"\x8f\x03\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x18.portcullis.v1.EventTypeR\x04type\x12\x18\n" +
@@ -426,23 +328,15 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"gateway_id\x18\x06 \x01(\tR\tgatewayId\x12\x1b\n" +
 	"\tprev_hash\x18\a \x01(\fR\bprevHash\x12\x12\n" +
 	"\x04hash\x18\b \x01(\fR\x04hash\x12\x1c\n" +
-	"\tsignature\x18\t \x01(\fR\tsignature\x12E\n" +
-	"\x0eintent_claimed\x18\x14 \x01(\v2\x1c.portcullis.v1.IntentClaimedH\x00R\rintentClaimed\x12N\n" +
+	"\tsignature\x18\t \x01(\fR\tsignature\x12N\n" +
 	"\x11execution_changed\x18\x15 \x01(\v2\x1f.portcullis.v1.ExecutionChangedH\x00R\x10executionChangedB\x06\n" +
-	"\x04body\"\xae\x01\n" +
-	"\rIntentClaimed\x12\x19\n" +
-	"\bkey_kind\x18\x01 \x01(\tR\akeyKind\x12 \n" +
-	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12%\n" +
-	"\x0erequest_digest\x18\x03 \x01(\tR\rrequestDigest\x12#\n" +
-	"\roperation_key\x18\x04 \x01(\tR\foperationKey\x12\x14\n" +
-	"\x05actor\x18\x05 \x01(\tR\x05actor\"\xa4\x01\n" +
+	"\x04bodyJ\x04\b\x14\x10\x15R\x0eintent_claimed\"\xa4\x01\n" +
 	"\x10ExecutionChanged\x126\n" +
 	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\x12<\n" +
 	"\vcorrelation\x18\x02 \x01(\v2\x1a.portcullis.v1.CorrelationR\vcorrelation\x12\x1a\n" +
-	"\bevidence\x18\x03 \x01(\tR\bevidence*\x81\x03\n" +
+	"\bevidence\x18\x03 \x01(\tR\bevidence*\x83\x03\n" +
 	"\tEventType\x12\x1a\n" +
-	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
-	"\x19EVENT_TYPE_INTENT_CLAIMED\x10\x01\x12\x17\n" +
+	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_TYPE_ACCEPTED\x10\x02\x12\x19\n" +
 	"\x15EVENT_TYPE_AUTHORIZED\x10\x03\x12\x15\n" +
 	"\x11EVENT_TYPE_DENIED\x10\x04\x12\x19\n" +
@@ -454,7 +348,7 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	" EVENT_TYPE_RESOLVED_NOT_EXECUTED\x10\n" +
 	"\x12!\n" +
 	"\x1dEVENT_TYPE_RESOLVED_COMPLETED\x10\v\x12\x17\n" +
-	"\x13EVENT_TYPE_ATTACHED\x10\fBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"\x13EVENT_TYPE_ATTACHED\x10\f\"\x04\b\x01\x10\x01*\x19EVENT_TYPE_INTENT_CLAIMEDBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_event_proto_rawDescOnce sync.Once
@@ -469,26 +363,24 @@ func file_portcullis_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_portcullis_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_portcullis_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_portcullis_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_portcullis_v1_event_proto_goTypes = []any{
 	(EventType)(0),           // 0: portcullis.v1.EventType
 	(*Event)(nil),            // 1: portcullis.v1.Event
-	(*IntentClaimed)(nil),    // 2: portcullis.v1.IntentClaimed
-	(*ExecutionChanged)(nil), // 3: portcullis.v1.ExecutionChanged
-	(*Execution)(nil),        // 4: portcullis.v1.Execution
-	(*Correlation)(nil),      // 5: portcullis.v1.Correlation
+	(*ExecutionChanged)(nil), // 2: portcullis.v1.ExecutionChanged
+	(*Execution)(nil),        // 3: portcullis.v1.Execution
+	(*Correlation)(nil),      // 4: portcullis.v1.Correlation
 }
 var file_portcullis_v1_event_proto_depIdxs = []int32{
 	0, // 0: portcullis.v1.Event.type:type_name -> portcullis.v1.EventType
-	2, // 1: portcullis.v1.Event.intent_claimed:type_name -> portcullis.v1.IntentClaimed
-	3, // 2: portcullis.v1.Event.execution_changed:type_name -> portcullis.v1.ExecutionChanged
-	4, // 3: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
-	5, // 4: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 1: portcullis.v1.Event.execution_changed:type_name -> portcullis.v1.ExecutionChanged
+	3, // 2: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
+	4, // 3: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_event_proto_init() }
@@ -498,7 +390,6 @@ func file_portcullis_v1_event_proto_init() {
 	}
 	file_portcullis_v1_execution_proto_init()
 	file_portcullis_v1_event_proto_msgTypes[0].OneofWrappers = []any{
-		(*Event_IntentClaimed)(nil),
 		(*Event_ExecutionChanged)(nil),
 	}
 	type x struct{}
@@ -507,7 +398,7 @@ func file_portcullis_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_event_proto_rawDesc), len(file_portcullis_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -650,7 +650,10 @@ type Execution struct {
 	// Stream sequence of the execution's latest event.
 	StreamSeq uint64 `protobuf:"varint,30,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
 	// Match window of the contract at acceptance ("1h0m0s", "until_resolved").
-	MatchWindow   string `protobuf:"bytes,31,opt,name=match_window,json=matchWindow,proto3" json:"match_window,omitempty"`
+	MatchWindow string `protobuf:"bytes,31,opt,name=match_window,json=matchWindow,proto3" json:"match_window,omitempty"`
+	// Keyed digest naming the intent: the execution's events live on
+	// pc.exec.<intent_token>.<execution_id>.
+	IntentToken   string `protobuf:"bytes,32,opt,name=intent_token,json=intentToken,proto3" json:"intent_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +901,13 @@ func (x *Execution) GetStreamSeq() uint64 {
 func (x *Execution) GetMatchWindow() string {
 	if x != nil {
 		return x.MatchWindow
+	}
+	return ""
+}
+
+func (x *Execution) GetIntentToken() string {
+	if x != nil {
+		return x.IntentToken
 	}
 	return ""
 }
@@ -1960,7 +1970,7 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\bdecision\x18\x01 \x01(\x0e2\x17.portcullis.v1.DecisionR\bdecision\x126\n" +
 	"\texecution\x18\x02 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\x123\n" +
 	"\brecovery\x18\x03 \x01(\x0e2\x17.portcullis.v1.RecoveryR\brecovery\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x85\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa8\n" +
 	"\n" +
 	"\tExecution\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12 \n" +
@@ -2000,7 +2010,8 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"gateway_id\x18\x1d \x01(\tR\tgatewayId\x12\x1d\n" +
 	"\n" +
 	"stream_seq\x18\x1e \x01(\x04R\tstreamSeq\x12!\n" +
-	"\fmatch_window\x18\x1f \x01(\tR\vmatchWindow\"E\n" +
+	"\fmatch_window\x18\x1f \x01(\tR\vmatchWindow\x12!\n" +
+	"\fintent_token\x18  \x01(\tR\vintentToken\"E\n" +
 	"\x10AuthorizeRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\"K\n" +
