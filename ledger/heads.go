@@ -13,9 +13,9 @@ const knownCacheSize = 1 << 16
 type knownCache struct {
 	mu      sync.Mutex
 	max     int
-	heads   map[string]Head       // execution subject → head
-	intents map[string]ownIntent  // intent token → the execution this gateway created last
-	ids     map[string]string     // execution id → subject
+	heads   map[string]Head      // execution subject → head
+	intents map[string]ownIntent // intent token → the execution this gateway created last
+	ids     map[string]string    // execution id → subject
 }
 
 func newKnownCache(max int) *knownCache {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,14 +19,14 @@ import (
 // Limits of the group committer.
 const (
 	maxBatchMsgs       = 1000             // the server's atomic batch limit
-	defaultInflight    = 1                // batches awaiting acknowledgement at once
+	defaultInflight    = 2                // batches awaiting acknowledgement at once
 	maxInflight        = 32               // below the server's 50 per stream
 	queueLen           = 8192             // decisions waiting for a batch
 	maxCarry           = 4096             // decisions a worker holds back for the next batch
 	ackWaitMax         = 10 * time.Second // wait for a batch acknowledgement
 	transientRetries   = 5                // retries of a batch the server could not take (nothing landed)
 	transientBackoffer = 2 * time.Millisecond
-	pipelineMax        = 6 // single-message decisions sent as plain publishes rather than one atomic batch
+	pipelineMax        = 8 // single-message decisions sent as plain publishes rather than one atomic batch
 )
 
 // JetStream error codes the committer understands.
@@ -276,18 +275,7 @@ func (c *committer) commit(batch []*decision, attempt int) {
 	for _, d := range batch {
 		msgs = append(msgs, d.msgs...)
 	}
-	t0 := time.Now()
 	last, err := c.publish(msgs)
-	if debugBatches {
-		statMu.Lock()
-		statN++
-		statMsgs += len(msgs)
-		statDur += time.Since(t0)
-		if statN%200 == 0 {
-			fmt.Println("batches", statN, "avg msgs", statMsgs/statN, "avg dur", statDur/time.Duration(statN))
-		}
-		statMu.Unlock()
-	}
 	var je *apiError
 	switch {
 	case err == nil:
@@ -424,11 +412,3 @@ func parseAck(data []byte) (uint64, error) {
 	}
 	return ack.Seq, nil
 }
-
-var (
-	debugBatches = os.Getenv("PC_DEBUG_BATCH") != ""
-	statMu       sync.Mutex
-	statN        int
-	statMsgs     int
-	statDur      time.Duration
-)

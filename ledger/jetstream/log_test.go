@@ -15,7 +15,6 @@ import (
 
 var testSpec = StreamSpec{Name: "TEST_EVENTS", Subjects: []string{"t.>"}}
 
-
 func openTestLog(t testing.TB, opt Options) *Log {
 	t.Helper()
 	_, nc := natstest.Start(t)

@@ -1,0 +1,27 @@
+package test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Domain packages hold the rules and do no I/O: they must not import
+// NATS, Pebble or Connect (STYLE.md). Adapters implement their ports.
+func TestDomainImportsNoAdapters(t *testing.T) {
+	domain := []string{"contract", "fingerprint", "ledger", "projector"}
+	forbidden := []string{"github.com/nats-io/", "github.com/cockroachdb/pebble", "connectrpc.com/"}
+	for _, pkg := range domain {
+		out, err := exec.Command("go", "list", "-deps", "github.com/portcullis-dev/portcullis/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range forbidden {
+				if strings.HasPrefix(dep, f) {
+					t.Errorf("domain package %s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
