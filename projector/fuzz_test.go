@@ -1,0 +1,106 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// memStore is a fake Store for pure-logic tests of the fold.
+type memStore struct {
+	cp      uint64
+	heads   map[string]ledger.Head
+	intents map[string]Intent
+}
+
+func newMemStore() *memStore {
+	return &memStore{heads: map[string]ledger.Head{}, intents: map[string]Intent{}}
+}
+
+func (m *memStore) Checkpoint(string) (uint64, error) { return m.cp, nil }
+
+func (m *memStore) Write(_ string, rows []Row, intents map[string]Intent, cp uint64) error {
+	for _, r := range rows {
+		m.heads[r.Subject] = ledger.Head{Seq: r.Seq, Event: r.Event}
+	}
+	for k, v := range intents {
+		m.intents[k] = v
+	}
+	m.cp = cp
+	return nil
+}
+
+func (m *memStore) Head(_ context.Context, subject string) (ledger.Head, error) {
+	h, ok := m.heads[subject]
+	if !ok {
+		return ledger.Head{}, ledger.ErrNotFound
+	}
+	return h, nil
+}
+
+func (m *memStore) IntentRow(token string) (Intent, error) {
+	in, ok := m.intents[token]
+	if !ok {
+		return Intent{}, ledger.ErrNotFound
+	}
+	return in, nil
+}
+
+const testID = "act_01J4K8J7DX7V0000000000000Z"
+
+func accepted(t testing.TB) []byte {
+	x := &pb.Execution{ExecutionId: testID, IntentToken: "ftok", State: pb.State_STATE_ACCEPTED,
+		RetryClass: pb.RetryClass_RETRY_CLASS_STATUS_QUERY, AcceptedAt: timestamppb.Now()}
+	ev := &pb.Event{EventId: "evt_1", Type: pb.EventType_EVENT_TYPE_ACCEPTED, Subject: ledger.ExecutionSubject("ftok", testID),
+		ExecutionId: testID, Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x}}}
+	ledger.Seal(ev, nil)
+	b, err := proto.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestApplyFoldsAndRefusesCorruption(t *testing.T) {
+	ctx := context.Background()
+	st := newMemStore()
+	p := New("S", nil, st, nil)
+	subj := ledger.ExecutionSubject("ftok", testID)
+	if err := p.Apply(ctx, []Entry{{Seq: 1, Subject: subj, Data: accepted(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	if st.cp != 1 || st.intents["ftok"].LatestSubject != subj {
+		t.Fatalf("fold: checkpoint %d, intent %+v", st.cp, st.intents["ftok"])
+	}
+	// The same event again breaks the chain: the projector stops, the
+	// checkpoint stays.
+	err := p.Apply(ctx, []Entry{{Seq: 2, Subject: subj, Data: accepted(t)}})
+	if !errors.Is(err, ledger.ErrCorrupt) || st.cp != 1 {
+		t.Fatalf("replayed event: %v, checkpoint %d", err, st.cp)
+	}
+	// A byte changed in the payload is detected.
+	b := accepted(t)
+	b[len(b)/2] ^= 0x01
+	if err := New("S", nil, newMemStore(), nil).Apply(ctx, []Entry{{Seq: 1, Subject: subj, Data: b}}); err == nil {
+		t.Fatal("tampered event folded")
+	}
+}
+
+// FuzzApply: whatever bytes the stream holds, the fold never panics and
+// either folds or refuses without writing.
+func FuzzApply(f *testing.F) {
+	f.Add(accepted(f), "pc.exec.ftok."+testID)
+	f.Add([]byte("garbage"), "pc.exec.x.y")
+	f.Fuzz(func(t *testing.T, data []byte, subject string) {
+		st := newMemStore()
+		err := New("S", nil, st, nil).Apply(context.Background(), []Entry{{Seq: 1, Subject: subject, Data: data}})
+		if err != nil && st.cp != 0 {
+			t.Fatal("refused batch moved the checkpoint")
+		}
+	})
+}
