@@ -89,11 +89,12 @@ func (d *decision) finish(seqs []uint64, err error) {
 // condition, and one failed condition fails only its own decision (the
 // batch is split until the conflicting decision is isolated).
 type committer struct {
-	nc       *nats.Conn
-	queue    chan *decision
-	maxBatch int
-	known    knownSeqs
-	log      *slog.Logger
+	nc          *nats.Conn
+	inflightMax int
+	queue       chan *decision
+	maxBatch    int
+	known       knownSeqs
+	log         *slog.Logger
 
 	busyMu sync.Mutex
 	busy   map[string]struct{} // subjects in a batch in flight
@@ -118,13 +119,11 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	c := &committer{
-		nc: nc, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
 	}
-	for range n {
-		c.wg.Add(1)
-		go c.run()
-	}
+	c.wg.Add(1)
+	go c.run()
 	return c
 }
 
@@ -157,34 +156,59 @@ func (c *committer) submit(ctx context.Context, d *decision) ([]uint64, error) {
 	}
 }
 
+// run is the committer's one dispatch loop. It sends whatever is queued at
+// once while fewer than inflightMax batches await their acknowledgement (no
+// caller waits for a batch to fill); beyond that, arrivals pile up into the
+// next batch. The server commits one stream's batches one after another, so
+// a second batch in flight keeps it busy while the first one's callers
+// turn around.
 func (c *committer) run() {
 	defer c.wg.Done()
 	var carry []*decision
+	done := make(chan []*decision, c.inflightMax)
+	inflight := 0
 	for {
-		if len(carry) == 0 {
+		pending := len(carry) + len(c.queue)
+		if pending > 0 && inflight < c.inflightMax {
+			var batch []*decision
+			batch, carry = c.collect(carry)
+			if len(batch) > 0 {
+				inflight++
+				go func() {
+					c.commit(batch, 0)
+					done <- batch
+				}()
+				continue
+			}
+		}
+		if pending == 0 && inflight == 0 {
 			select {
 			case d := <-c.queue:
 				carry = append(carry, d)
 			case <-c.quit:
 				return
 			}
-		}
-		var batch []*decision
-		batch, carry = c.collect(carry)
-		if len(batch) == 0 {
-			// Everything held back waits on a batch in flight elsewhere.
-			select {
-			case <-time.After(50 * time.Microsecond):
-			case <-c.quit:
-				for _, d := range carry {
-					d.finish(nil, errClosed)
-				}
-				return
-			}
 			continue
 		}
-		c.commit(batch, 0)
-		c.release(batch)
+		queue := c.queue
+		if len(carry) >= maxCarry {
+			queue = nil // hold the queue back until something is sent
+		}
+		select {
+		case b := <-done:
+			c.release(b)
+			inflight--
+		case d := <-queue:
+			carry = append(carry, d)
+		case <-c.quit:
+			for _, d := range carry {
+				d.finish(nil, errClosed)
+			}
+			for ; inflight > 0; inflight-- {
+				c.release(<-done)
+			}
+			return
+		}
 	}
 }
 
