@@ -80,6 +80,23 @@ func TestBadInputAppendsNothing(t *testing.T) {
 			t.Fatalf("secret in event %s", ev.GetEventId())
 		}
 	}
+	// Nor the views.
+	last, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Views.WaitFor(ctx, last.State.LastSeq); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := g.Views.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range rows {
+		if bytes.Contains(v, []byte(secret)) || strings.Contains(k, secret) {
+			t.Fatalf("secret in view row %q", k)
+		}
+	}
 	_, err = c.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
 	if err != nil {
 		t.Fatal(err)

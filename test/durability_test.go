@@ -216,3 +216,27 @@ func dumpViews(t testing.TB, dir string) map[string][]byte {
 	}
 	return d
 }
+
+// SIGTERM shuts down gracefully: the process exits 0, and a restart on the
+// same data dir serves what was written.
+func TestSIGTERMShutsDownGracefully(t *testing.T) {
+	ctx := context.Background()
+	dataDir, cfg, addr := t.TempDir(), writeConfig(t), freeAddr(t)
+	proc := serveProcess(t, dataDir, addr, cfg)
+	c := portcullisv1connect.NewExecutionServiceClient(http.DefaultClient, "http://"+addr)
+	res, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"order": 1}), "", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	state, err := proc.Process.Wait()
+	if err != nil || !state.Success() {
+		t.Fatalf("after SIGTERM: %v %v", state, err)
+	}
+	serveProcess(t, dataDir, addr, cfg)
+	if _, err := c.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: res.Msg.GetExecution().GetExecutionId()})); err != nil {
+		t.Fatal(err)
+	}
+}
