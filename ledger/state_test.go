@@ -103,7 +103,7 @@ func transitionEvents(t *testing.T) []pb.EventType {
 	var out []pb.EventType
 	for n := range pb.EventType_name {
 		e := pb.EventType(n)
-		if e == pb.EventType_EVENT_TYPE_ACCEPTED {
+		if e == pb.EventType_EVENT_TYPE_ACCEPTED || e >= pb.EventType_EVENT_TYPE_BUDGET_LIMIT_SET {
 			continue
 		}
 		out = append(out, e)
@@ -237,6 +237,21 @@ func TestFinal(t *testing.T) {
 		}
 		if want && Attachable(s) {
 			t.Errorf("%s is both final and attachable", s)
+		}
+	}
+}
+
+// Budget events live on accounts' subjects: none ever moves an execution.
+func TestBudgetEventsNeverMoveAnExecution(t *testing.T) {
+	for n := range pb.EventType_name {
+		e := pb.EventType(n)
+		if e < pb.EventType_EVENT_TYPE_BUDGET_LIMIT_SET {
+			continue
+		}
+		for s := range pb.State_name {
+			if _, err := Transition(pb.State(s), e, contract.IdempotencyKey); err == nil {
+				t.Fatalf("%v moved an execution in %v", e, pb.State(s))
+			}
 		}
 	}
 }

@@ -40,6 +40,12 @@ const (
 	EventType_EVENT_TYPE_RESOLVED_COMPLETED    EventType = 11
 	// A retry attached to the execution with a new correlation.
 	EventType_EVENT_TYPE_ATTACHED EventType = 12
+	// Budget events, one per decision on an account.
+	EventType_EVENT_TYPE_BUDGET_LIMIT_SET EventType = 20
+	EventType_EVENT_TYPE_BUDGET_RESERVED  EventType = 21
+	EventType_EVENT_TYPE_BUDGET_DENIED    EventType = 22
+	EventType_EVENT_TYPE_BUDGET_SETTLED   EventType = 23
+	EventType_EVENT_TYPE_BUDGET_RELEASED  EventType = 24
 )
 
 // Enum value maps for EventType.
@@ -57,6 +63,11 @@ var (
 		10: "EVENT_TYPE_RESOLVED_NOT_EXECUTED",
 		11: "EVENT_TYPE_RESOLVED_COMPLETED",
 		12: "EVENT_TYPE_ATTACHED",
+		20: "EVENT_TYPE_BUDGET_LIMIT_SET",
+		21: "EVENT_TYPE_BUDGET_RESERVED",
+		22: "EVENT_TYPE_BUDGET_DENIED",
+		23: "EVENT_TYPE_BUDGET_SETTLED",
+		24: "EVENT_TYPE_BUDGET_RELEASED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":           0,
@@ -71,6 +82,11 @@ var (
 		"EVENT_TYPE_RESOLVED_NOT_EXECUTED": 10,
 		"EVENT_TYPE_RESOLVED_COMPLETED":    11,
 		"EVENT_TYPE_ATTACHED":              12,
+		"EVENT_TYPE_BUDGET_LIMIT_SET":      20,
+		"EVENT_TYPE_BUDGET_RESERVED":       21,
+		"EVENT_TYPE_BUDGET_DENIED":         22,
+		"EVENT_TYPE_BUDGET_SETTLED":        23,
+		"EVENT_TYPE_BUDGET_RELEASED":       24,
 	}
 )
 
@@ -123,6 +139,7 @@ type Event struct {
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Event_ExecutionChanged
+	//	*Event_BudgetChanged
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -237,6 +254,15 @@ func (x *Event) GetExecutionChanged() *ExecutionChanged {
 	return nil
 }
 
+func (x *Event) GetBudgetChanged() *BudgetDecision {
+	if x != nil {
+		if x, ok := x.Body.(*Event_BudgetChanged); ok {
+			return x.BudgetChanged
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -245,7 +271,14 @@ type Event_ExecutionChanged struct {
 	ExecutionChanged *ExecutionChanged `protobuf:"bytes,21,opt,name=execution_changed,json=executionChanged,proto3,oneof"`
 }
 
+type Event_BudgetChanged struct {
+	// On an account's subject (pc.budget.<account>).
+	BudgetChanged *BudgetDecision `protobuf:"bytes,22,opt,name=budget_changed,json=budgetChanged,proto3,oneof"`
+}
+
 func (*Event_ExecutionChanged) isEvent_Body() {}
+
+func (*Event_BudgetChanged) isEvent_Body() {}
 
 // ExecutionChanged carries the execution record as it is after the event, so
 // the latest event on an execution's subject is its current state (one direct
@@ -317,7 +350,7 @@ var File_portcullis_v1_event_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1dportcullis/v1/execution.proto\"\x8f\x03\n" +
+	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1aportcullis/v1/budget.proto\x1a\x1dportcullis/v1/execution.proto\"\xd7\x03\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x18.portcullis.v1.EventTypeR\x04type\x12\x18\n" +
@@ -329,12 +362,13 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\tprev_hash\x18\a \x01(\fR\bprevHash\x12\x12\n" +
 	"\x04hash\x18\b \x01(\fR\x04hash\x12\x1c\n" +
 	"\tsignature\x18\t \x01(\fR\tsignature\x12N\n" +
-	"\x11execution_changed\x18\x15 \x01(\v2\x1f.portcullis.v1.ExecutionChangedH\x00R\x10executionChangedB\x06\n" +
+	"\x11execution_changed\x18\x15 \x01(\v2\x1f.portcullis.v1.ExecutionChangedH\x00R\x10executionChanged\x12F\n" +
+	"\x0ebudget_changed\x18\x16 \x01(\v2\x1d.portcullis.v1.BudgetDecisionH\x00R\rbudgetChangedB\x06\n" +
 	"\x04bodyJ\x04\b\x14\x10\x15R\x0eintent_claimed\"\xa4\x01\n" +
 	"\x10ExecutionChanged\x126\n" +
 	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\x12<\n" +
 	"\vcorrelation\x18\x02 \x01(\v2\x1a.portcullis.v1.CorrelationR\vcorrelation\x12\x1a\n" +
-	"\bevidence\x18\x03 \x01(\tR\bevidence*\x83\x03\n" +
+	"\bevidence\x18\x03 \x01(\tR\bevidence*\xa1\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_TYPE_ACCEPTED\x10\x02\x12\x19\n" +
@@ -348,7 +382,12 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	" EVENT_TYPE_RESOLVED_NOT_EXECUTED\x10\n" +
 	"\x12!\n" +
 	"\x1dEVENT_TYPE_RESOLVED_COMPLETED\x10\v\x12\x17\n" +
-	"\x13EVENT_TYPE_ATTACHED\x10\f\"\x04\b\x01\x10\x01*\x19EVENT_TYPE_INTENT_CLAIMEDBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"\x13EVENT_TYPE_ATTACHED\x10\f\x12\x1f\n" +
+	"\x1bEVENT_TYPE_BUDGET_LIMIT_SET\x10\x14\x12\x1e\n" +
+	"\x1aEVENT_TYPE_BUDGET_RESERVED\x10\x15\x12\x1c\n" +
+	"\x18EVENT_TYPE_BUDGET_DENIED\x10\x16\x12\x1d\n" +
+	"\x19EVENT_TYPE_BUDGET_SETTLED\x10\x17\x12\x1e\n" +
+	"\x1aEVENT_TYPE_BUDGET_RELEASED\x10\x18\"\x04\b\x01\x10\x01*\x19EVENT_TYPE_INTENT_CLAIMEDBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_event_proto_rawDescOnce sync.Once
@@ -368,19 +407,21 @@ var file_portcullis_v1_event_proto_goTypes = []any{
 	(EventType)(0),           // 0: portcullis.v1.EventType
 	(*Event)(nil),            // 1: portcullis.v1.Event
 	(*ExecutionChanged)(nil), // 2: portcullis.v1.ExecutionChanged
-	(*Execution)(nil),        // 3: portcullis.v1.Execution
-	(*Correlation)(nil),      // 4: portcullis.v1.Correlation
+	(*BudgetDecision)(nil),   // 3: portcullis.v1.BudgetDecision
+	(*Execution)(nil),        // 4: portcullis.v1.Execution
+	(*Correlation)(nil),      // 5: portcullis.v1.Correlation
 }
 var file_portcullis_v1_event_proto_depIdxs = []int32{
 	0, // 0: portcullis.v1.Event.type:type_name -> portcullis.v1.EventType
 	2, // 1: portcullis.v1.Event.execution_changed:type_name -> portcullis.v1.ExecutionChanged
-	3, // 2: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
-	4, // 3: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 2: portcullis.v1.Event.budget_changed:type_name -> portcullis.v1.BudgetDecision
+	4, // 3: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
+	5, // 4: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_event_proto_init() }
@@ -388,9 +429,11 @@ func file_portcullis_v1_event_proto_init() {
 	if File_portcullis_v1_event_proto != nil {
 		return
 	}
+	file_portcullis_v1_budget_proto_init()
 	file_portcullis_v1_execution_proto_init()
 	file_portcullis_v1_event_proto_msgTypes[0].OneofWrappers = []any{
 		(*Event_ExecutionChanged)(nil),
+		(*Event_BudgetChanged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
