@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"connectrpc.com/connect"
+	"github.com/portcullis-dev/portcullis/budget"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/ledger"
 )
 
@@ -16,8 +18,17 @@ func connectError(err error) error {
 	switch {
 	case errors.As(err, &ite):
 		code = connect.CodeFailedPrecondition
-	case errors.Is(err, ledger.ErrInvalid):
+	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, keeper.ErrBadAccount),
+		errors.Is(err, budget.ErrMissingKey), errors.Is(err, budget.ErrInvalidAmount), errors.Is(err, budget.ErrOverflow),
+		errors.Is(err, budget.ErrCurrency), errors.Is(err, budget.ErrInvalidRequest):
 		code = connect.CodeInvalidArgument
+	case errors.Is(err, budget.ErrUnknownAccount):
+		code = connect.CodeNotFound
+	case errors.Is(err, budget.ErrKeyReuse):
+		code = connect.CodeAlreadyExists
+	case errors.Is(err, budget.ErrNotHeld), errors.Is(err, budget.ErrAlreadyClosed), errors.Is(err, budget.ErrLimitNotValid),
+		errors.Is(err, budget.ErrTooManyHolds):
+		code = connect.CodeFailedPrecondition
 	case errors.Is(err, ledger.ErrNoContract):
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, ledger.ErrKeyReuse):

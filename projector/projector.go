@@ -66,20 +66,36 @@ type Store interface {
 	IntentRow(token string) (Intent, error)
 }
 
-// Projector folds one stream into a Store.
+// Projector folds one stream into its views.
 type Projector struct {
-	stream string
-	src    Source
-	store  Store
-	log    *slog.Logger
+	stream     string
+	src        Source
+	checkpoint func(stream string) (uint64, error)
+	apply      func(ctx context.Context, entries []Entry) error
+	log        *slog.Logger
 }
 
-// New returns a Projector of stream from src into store.
+// New returns a Projector of the executions stream from src into store.
 func New(stream string, src Source, store Store, log *slog.Logger) *Projector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Projector{stream: stream, src: src, store: store, log: log}
+	x := &executions{stream: stream, store: store}
+	return &Projector{stream: stream, src: src, checkpoint: store.Checkpoint, apply: x.apply, log: log}
+}
+
+// Apply folds one ordered batch of entries and writes it with its checkpoint.
+func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	return p.apply(ctx, entries)
+}
+
+// executions folds the executions stream.
+type executions struct {
+	stream string
+	store  Store
 }
 
 // Run folds from the checkpoint on until ctx ends. A fold error (an event
@@ -87,7 +103,7 @@ func New(stream string, src Source, store Store, log *slog.Logger) *Projector {
 // hold a state the log does not prove. Restarting replays from the
 // checkpoint.
 func (p *Projector) Run(ctx context.Context) error {
-	cp, err := p.store.Checkpoint(p.stream)
+	cp, err := p.checkpoint(p.stream)
 	if err != nil {
 		return fmt.Errorf("projector %s: checkpoint: %w", p.stream, err)
 	}
@@ -98,11 +114,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	return err
 }
 
-// Apply folds one ordered batch of entries and writes it with its checkpoint.
-func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
-	if len(entries) == 0 {
-		return nil
-	}
+func (p *executions) apply(ctx context.Context, entries []Entry) error {
 	rows := make([]Row, 0, len(entries))
 	pending := make(map[string]int, len(entries)) // subject → index in rows
 	intents := make(map[string]Intent)
@@ -169,7 +181,7 @@ func (p *Projector) CatchUp(ctx context.Context, progress func(applied, total ui
 	if err != nil {
 		return err
 	}
-	cp, err := p.store.Checkpoint(p.stream)
+	cp, err := p.checkpoint(p.stream)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/projector"
@@ -43,6 +44,12 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 	if err := p.CatchUp(ctx, progress); err != nil {
 		v.Close()
 		return fmt.Errorf("rebuild: %w", err)
+	}
+	if bs, err := n.js.Stream(ctx, keeper.Stream); err == nil {
+		if err := projector.NewBudget(ljs.Source{Stream: bs}, v, lg).CatchUp(ctx, nil); err != nil {
+			v.Close()
+			return fmt.Errorf("rebuild budget views: %w", err)
+		}
 	}
 	if err := v.Close(); err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/oklog/ulid/v2"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
@@ -68,13 +69,16 @@ type Gateway struct {
 	ID      string
 
 	Ledger    *ledger.Service
+	Keeper    *keeper.Keeper
 	Projector *projector.Projector
+	Budget    *projector.Projector
 	Views     *pebbleviews.Views
 
 	log     *slog.Logger
 	http    *http.Server
 	nats    *natsConn
 	jsLog   *ljs.Log
+	budLog  *ljs.Log
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closeMu sync.Once
@@ -132,16 +136,23 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	if err != nil {
+		return nil, err
+	}
 	if g.Views, err = pebbleviews.Open(filepath.Join(o.DataDir, "views")); err != nil {
 		return nil, err
 	}
 	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
+	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
 	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now})
+	g.Keeper = keeper.New(g.budLog, g.Views, id, o.Now)
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(1)
-	go g.runProjector(runCtx)
+	g.wg.Add(2)
+	go g.runProjector(runCtx, g.Projector)
+	go g.runProjector(runCtx, g.Budget)
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -165,8 +176,10 @@ func newHTTPServer(g *Gateway) *http.Server {
 	mux := http.NewServeMux()
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(portcullisv1connect.ExecutionServiceName)))
-	reflector := grpcreflect.NewStaticReflector(portcullisv1connect.ExecutionServiceName)
+	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
+	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	p := new(http.Protocols)
@@ -177,10 +190,10 @@ func newHTTPServer(g *Gateway) *http.Server {
 
 // runProjector keeps the views folding; after a failure it starts again
 // from the checkpoint.
-func (g *Gateway) runProjector(ctx context.Context) {
+func (g *Gateway) runProjector(ctx context.Context, p *projector.Projector) {
 	defer g.wg.Done()
 	for {
-		err := g.Projector.Run(ctx)
+		err := p.Run(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -208,6 +221,9 @@ func (g *Gateway) Close(ctx context.Context) {
 		g.wg.Wait()
 		if g.jsLog != nil {
 			g.jsLog.Close()
+		}
+		if g.budLog != nil {
+			g.budLog.Close()
 		}
 		if g.Views != nil {
 			_ = g.Views.Close()

@@ -78,3 +78,30 @@ func (s Source) LastSeq(ctx context.Context) (uint64, error) {
 	}
 	return info.State.LastSeq, nil
 }
+
+// ReadAll delivers every event the stream holds now, in order, then
+// returns (for offline checks such as the budget verifier).
+func (s Source) ReadAll(ctx context.Context, deliver func(projector.Entry) error) error {
+	last, err := s.LastSeq(ctx)
+	if err != nil || last == 0 {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := fmt.Errorf("done")
+	err = s.Tail(ctx, 1, func(es []projector.Entry) error {
+		for _, e := range es {
+			if err := deliver(e); err != nil {
+				return err
+			}
+			if e.Seq >= last {
+				return done
+			}
+		}
+		return nil
+	})
+	if err == done {
+		return nil
+	}
+	return err
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
@@ -40,7 +41,7 @@ type Views struct {
 	db *pebble.DB
 
 	mu      sync.Mutex
-	applied uint64 // executions stream checkpoint
+	applied map[string]uint64 // checkpoint per stream
 	waiters []chan struct{}
 }
 
@@ -62,13 +63,15 @@ func Open(dir string) (*Views, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open views %s: %w", dir, err)
 	}
-	v := &Views{db: db}
-	cp, err := v.Checkpoint(ledger.ExecutionsStream)
-	if err != nil {
-		db.Close()
-		return nil, err
+	v := &Views{db: db, applied: map[string]uint64{}}
+	for _, stream := range []string{ledger.ExecutionsStream, keeper.Stream} {
+		cp, err := v.Checkpoint(stream)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		v.applied[stream] = cp
 	}
-	v.applied = cp
 	return v, nil
 }
 
@@ -127,17 +130,24 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
-	if stream == ledger.ExecutionsStream {
-		v.setApplied(checkpoint)
-	}
+	v.setApplied(stream, checkpoint)
 	return nil
 }
 
 // WaitFor blocks until the executions views hold every event up to seq.
 func (v *Views) WaitFor(ctx context.Context, seq uint64) error {
+	return v.waitFor(ctx, ledger.ExecutionsStream, seq)
+}
+
+// BudgetWaitFor blocks until the budget views hold every event up to seq.
+func (v *Views) BudgetWaitFor(ctx context.Context, seq uint64) error {
+	return v.waitFor(ctx, keeper.Stream, seq)
+}
+
+func (v *Views) waitFor(ctx context.Context, stream string, seq uint64) error {
 	for {
 		v.mu.Lock()
-		if v.applied >= seq {
+		if v.applied[stream] >= seq {
 			v.mu.Unlock()
 			return nil
 		}
@@ -152,9 +162,9 @@ func (v *Views) WaitFor(ctx context.Context, seq uint64) error {
 	}
 }
 
-func (v *Views) setApplied(seq uint64) {
+func (v *Views) setApplied(stream string, seq uint64) {
 	v.mu.Lock()
-	v.applied = seq
+	v.applied[stream] = seq
 	ws := v.waiters
 	v.waiters = nil
 	v.mu.Unlock()

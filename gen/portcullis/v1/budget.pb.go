@@ -345,7 +345,9 @@ type BudgetDecision struct {
 	// spent + held + counted amount (for reservations).
 	Total int64 `protobuf:"varint,19,opt,name=total,proto3" json:"total,omitempty"`
 	// Stream sequence of the record (0 for answers that append nothing).
-	StreamSeq     uint64 `protobuf:"varint,20,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
+	StreamSeq uint64 `protobuf:"varint,20,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
+	// The limit record set (limit_set only).
+	LimitRecord   *LimitRecord `protobuf:"bytes,21,opt,name=limit_record,json=limitRecord,proto3" json:"limit_record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,6 +522,99 @@ func (x *BudgetDecision) GetStreamSeq() uint64 {
 	return 0
 }
 
+func (x *BudgetDecision) GetLimitRecord() *LimitRecord {
+	if x != nil {
+		return x.LimitRecord
+	}
+	return nil
+}
+
+// LimitRecord is a delegated limit; its canonical form is digested into
+// limit_digest.
+type LimitRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Account       string                 `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
+	Currency      string                 `protobuf:"bytes,2,opt,name=currency,proto3" json:"currency,omitempty"`
+	Limit         int64                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	ValidFrom     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=valid_from,json=validFrom,proto3" json:"valid_from,omitempty"`
+	ValidUntil    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=valid_until,json=validUntil,proto3" json:"valid_until,omitempty"`
+	Delegator     string                 `protobuf:"bytes,6,opt,name=delegator,proto3" json:"delegator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitRecord) Reset() {
+	*x = LimitRecord{}
+	mi := &file_portcullis_v1_budget_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRecord) ProtoMessage() {}
+
+func (x *LimitRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_budget_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRecord.ProtoReflect.Descriptor instead.
+func (*LimitRecord) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LimitRecord) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
+}
+
+func (x *LimitRecord) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *LimitRecord) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *LimitRecord) GetValidFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ValidFrom
+	}
+	return nil
+}
+
+func (x *LimitRecord) GetValidUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ValidUntil
+	}
+	return nil
+}
+
+func (x *LimitRecord) GetDelegator() string {
+	if x != nil {
+		return x.Delegator
+	}
+	return ""
+}
+
 type SetLimitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Account       string                 `protobuf:"bytes,1,opt,name=account,proto3" json:"account,omitempty"`
@@ -534,7 +629,7 @@ type SetLimitRequest struct {
 
 func (x *SetLimitRequest) Reset() {
 	*x = SetLimitRequest{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[5]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +641,7 @@ func (x *SetLimitRequest) String() string {
 func (*SetLimitRequest) ProtoMessage() {}
 
 func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[5]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +654,7 @@ func (x *SetLimitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimitRequest.ProtoReflect.Descriptor instead.
 func (*SetLimitRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{5}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetLimitRequest) GetAccount() string {
@@ -613,7 +708,7 @@ type SetLimitResponse struct {
 
 func (x *SetLimitResponse) Reset() {
 	*x = SetLimitResponse{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[6]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +720,7 @@ func (x *SetLimitResponse) String() string {
 func (*SetLimitResponse) ProtoMessage() {}
 
 func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[6]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +733,7 @@ func (x *SetLimitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimitResponse.ProtoReflect.Descriptor instead.
 func (*SetLimitResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{6}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetLimitResponse) GetAccount() *Account {
@@ -663,7 +758,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[7]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +770,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[7]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +783,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{7}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReserveRequest) GetAccount() string {
@@ -743,7 +838,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[8]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +850,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[8]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +863,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{8}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReserveResponse) GetDecision() *BudgetDecision {
@@ -797,7 +892,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[9]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +904,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[9]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +917,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{9}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SettleRequest) GetAccount() string {
@@ -863,7 +958,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[10]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +970,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[10]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +983,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{10}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SettleResponse) GetDecision() *BudgetDecision {
@@ -916,7 +1011,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[11]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1023,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[11]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1036,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{11}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseRequest) GetAccount() string {
@@ -975,7 +1070,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[12]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1082,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[12]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1095,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{12}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseResponse) GetDecision() *BudgetDecision {
@@ -1026,7 +1121,7 @@ type GetAccountRequest struct {
 
 func (x *GetAccountRequest) Reset() {
 	*x = GetAccountRequest{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[13]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1133,7 @@ func (x *GetAccountRequest) String() string {
 func (*GetAccountRequest) ProtoMessage() {}
 
 func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[13]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1146,7 @@ func (x *GetAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetAccountRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{13}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetAccountRequest) GetAccount() string {
@@ -1070,7 +1165,7 @@ type GetAccountResponse struct {
 
 func (x *GetAccountResponse) Reset() {
 	*x = GetAccountResponse{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[14]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1177,7 @@ func (x *GetAccountResponse) String() string {
 func (*GetAccountResponse) ProtoMessage() {}
 
 func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[14]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1190,7 @@ func (x *GetAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetAccountResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{14}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetAccountResponse) GetAccount() *Account {
@@ -1114,7 +1209,7 @@ type ListHoldsRequest struct {
 
 func (x *ListHoldsRequest) Reset() {
 	*x = ListHoldsRequest{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[15]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1221,7 @@ func (x *ListHoldsRequest) String() string {
 func (*ListHoldsRequest) ProtoMessage() {}
 
 func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[15]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1234,7 @@ func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{15}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListHoldsRequest) GetAccount() string {
@@ -1160,7 +1255,7 @@ type ListHoldsResponse struct {
 
 func (x *ListHoldsResponse) Reset() {
 	*x = ListHoldsResponse{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[16]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1267,7 @@ func (x *ListHoldsResponse) String() string {
 func (*ListHoldsResponse) ProtoMessage() {}
 
 func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[16]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1280,7 @@ func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{16}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListHoldsResponse) GetHolds() []*Hold {
@@ -1214,7 +1309,7 @@ type ListDecisionsRequest struct {
 
 func (x *ListDecisionsRequest) Reset() {
 	*x = ListDecisionsRequest{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[17]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1321,7 @@ func (x *ListDecisionsRequest) String() string {
 func (*ListDecisionsRequest) ProtoMessage() {}
 
 func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[17]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1334,7 @@ func (x *ListDecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListDecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{17}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListDecisionsRequest) GetAccount() string {
@@ -1273,7 +1368,7 @@ type ListDecisionsResponse struct {
 
 func (x *ListDecisionsResponse) Reset() {
 	*x = ListDecisionsResponse{}
-	mi := &file_portcullis_v1_budget_proto_msgTypes[18]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1380,7 @@ func (x *ListDecisionsResponse) String() string {
 func (*ListDecisionsResponse) ProtoMessage() {}
 
 func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_portcullis_v1_budget_proto_msgTypes[18]
+	mi := &file_portcullis_v1_budget_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1393,7 @@ func (x *ListDecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDecisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListDecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{18}
+	return file_portcullis_v1_budget_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListDecisionsResponse) GetDecisions() []*BudgetDecision {
@@ -1344,7 +1439,7 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\bEvidence\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12#\n" +
 	"\rtarget_status\x18\x02 \x01(\tR\ftargetStatus\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"\xc3\x05\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"\x82\x06\n" +
 	"\x0eBudgetDecision\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x18\n" +
 	"\aaccount\x18\x02 \x01(\tR\aaccount\x12#\n" +
@@ -1368,7 +1463,17 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\x02at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
 	"\x05total\x18\x13 \x01(\x03R\x05total\x12\x1d\n" +
 	"\n" +
-	"stream_seq\x18\x14 \x01(\x04R\tstreamSeq\"\xf3\x01\n" +
+	"stream_seq\x18\x14 \x01(\x04R\tstreamSeq\x12=\n" +
+	"\flimit_record\x18\x15 \x01(\v2\x1a.portcullis.v1.LimitRecordR\vlimitRecord\"\xef\x01\n" +
+	"\vLimitRecord\x12\x18\n" +
+	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x1a\n" +
+	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x129\n" +
+	"\n" +
+	"valid_from\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tvalidFrom\x12;\n" +
+	"\vvalid_until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"validUntil\x12\x1c\n" +
+	"\tdelegator\x18\x06 \x01(\tR\tdelegator\"\xf3\x01\n" +
 	"\x0fSetLimitRequest\x12\x18\n" +
 	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1a\n" +
@@ -1444,70 +1549,74 @@ func file_portcullis_v1_budget_proto_rawDescGZIP() []byte {
 	return file_portcullis_v1_budget_proto_rawDescData
 }
 
-var file_portcullis_v1_budget_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_portcullis_v1_budget_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_portcullis_v1_budget_proto_goTypes = []any{
 	(*Account)(nil),               // 0: portcullis.v1.Account
 	(*Hold)(nil),                  // 1: portcullis.v1.Hold
 	(*Override)(nil),              // 2: portcullis.v1.Override
 	(*Evidence)(nil),              // 3: portcullis.v1.Evidence
 	(*BudgetDecision)(nil),        // 4: portcullis.v1.BudgetDecision
-	(*SetLimitRequest)(nil),       // 5: portcullis.v1.SetLimitRequest
-	(*SetLimitResponse)(nil),      // 6: portcullis.v1.SetLimitResponse
-	(*ReserveRequest)(nil),        // 7: portcullis.v1.ReserveRequest
-	(*ReserveResponse)(nil),       // 8: portcullis.v1.ReserveResponse
-	(*SettleRequest)(nil),         // 9: portcullis.v1.SettleRequest
-	(*SettleResponse)(nil),        // 10: portcullis.v1.SettleResponse
-	(*ReleaseRequest)(nil),        // 11: portcullis.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 12: portcullis.v1.ReleaseResponse
-	(*GetAccountRequest)(nil),     // 13: portcullis.v1.GetAccountRequest
-	(*GetAccountResponse)(nil),    // 14: portcullis.v1.GetAccountResponse
-	(*ListHoldsRequest)(nil),      // 15: portcullis.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),     // 16: portcullis.v1.ListHoldsResponse
-	(*ListDecisionsRequest)(nil),  // 17: portcullis.v1.ListDecisionsRequest
-	(*ListDecisionsResponse)(nil), // 18: portcullis.v1.ListDecisionsResponse
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*LimitRecord)(nil),           // 5: portcullis.v1.LimitRecord
+	(*SetLimitRequest)(nil),       // 6: portcullis.v1.SetLimitRequest
+	(*SetLimitResponse)(nil),      // 7: portcullis.v1.SetLimitResponse
+	(*ReserveRequest)(nil),        // 8: portcullis.v1.ReserveRequest
+	(*ReserveResponse)(nil),       // 9: portcullis.v1.ReserveResponse
+	(*SettleRequest)(nil),         // 10: portcullis.v1.SettleRequest
+	(*SettleResponse)(nil),        // 11: portcullis.v1.SettleResponse
+	(*ReleaseRequest)(nil),        // 12: portcullis.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 13: portcullis.v1.ReleaseResponse
+	(*GetAccountRequest)(nil),     // 14: portcullis.v1.GetAccountRequest
+	(*GetAccountResponse)(nil),    // 15: portcullis.v1.GetAccountResponse
+	(*ListHoldsRequest)(nil),      // 16: portcullis.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 17: portcullis.v1.ListHoldsResponse
+	(*ListDecisionsRequest)(nil),  // 18: portcullis.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil), // 19: portcullis.v1.ListDecisionsResponse
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_portcullis_v1_budget_proto_depIdxs = []int32{
-	19, // 0: portcullis.v1.Account.valid_from:type_name -> google.protobuf.Timestamp
-	19, // 1: portcullis.v1.Account.valid_until:type_name -> google.protobuf.Timestamp
+	20, // 0: portcullis.v1.Account.valid_from:type_name -> google.protobuf.Timestamp
+	20, // 1: portcullis.v1.Account.valid_until:type_name -> google.protobuf.Timestamp
 	1,  // 2: portcullis.v1.BudgetDecision.held_list_seen:type_name -> portcullis.v1.Hold
 	2,  // 3: portcullis.v1.BudgetDecision.override:type_name -> portcullis.v1.Override
 	3,  // 4: portcullis.v1.BudgetDecision.evidence:type_name -> portcullis.v1.Evidence
-	19, // 5: portcullis.v1.BudgetDecision.at:type_name -> google.protobuf.Timestamp
-	19, // 6: portcullis.v1.SetLimitRequest.valid_from:type_name -> google.protobuf.Timestamp
-	19, // 7: portcullis.v1.SetLimitRequest.valid_until:type_name -> google.protobuf.Timestamp
-	0,  // 8: portcullis.v1.SetLimitResponse.account:type_name -> portcullis.v1.Account
-	2,  // 9: portcullis.v1.ReserveRequest.override:type_name -> portcullis.v1.Override
-	4,  // 10: portcullis.v1.ReserveResponse.decision:type_name -> portcullis.v1.BudgetDecision
-	0,  // 11: portcullis.v1.ReserveResponse.account:type_name -> portcullis.v1.Account
-	3,  // 12: portcullis.v1.SettleRequest.evidence:type_name -> portcullis.v1.Evidence
-	4,  // 13: portcullis.v1.SettleResponse.decision:type_name -> portcullis.v1.BudgetDecision
-	0,  // 14: portcullis.v1.SettleResponse.account:type_name -> portcullis.v1.Account
-	3,  // 15: portcullis.v1.ReleaseRequest.evidence:type_name -> portcullis.v1.Evidence
-	4,  // 16: portcullis.v1.ReleaseResponse.decision:type_name -> portcullis.v1.BudgetDecision
-	0,  // 17: portcullis.v1.ReleaseResponse.account:type_name -> portcullis.v1.Account
-	0,  // 18: portcullis.v1.GetAccountResponse.account:type_name -> portcullis.v1.Account
-	1,  // 19: portcullis.v1.ListHoldsResponse.holds:type_name -> portcullis.v1.Hold
-	4,  // 20: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.BudgetDecision
-	5,  // 21: portcullis.v1.BudgetService.SetLimit:input_type -> portcullis.v1.SetLimitRequest
-	7,  // 22: portcullis.v1.BudgetService.Reserve:input_type -> portcullis.v1.ReserveRequest
-	9,  // 23: portcullis.v1.BudgetService.Settle:input_type -> portcullis.v1.SettleRequest
-	11, // 24: portcullis.v1.BudgetService.Release:input_type -> portcullis.v1.ReleaseRequest
-	13, // 25: portcullis.v1.BudgetService.GetAccount:input_type -> portcullis.v1.GetAccountRequest
-	15, // 26: portcullis.v1.BudgetService.ListHolds:input_type -> portcullis.v1.ListHoldsRequest
-	17, // 27: portcullis.v1.BudgetService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
-	6,  // 28: portcullis.v1.BudgetService.SetLimit:output_type -> portcullis.v1.SetLimitResponse
-	8,  // 29: portcullis.v1.BudgetService.Reserve:output_type -> portcullis.v1.ReserveResponse
-	10, // 30: portcullis.v1.BudgetService.Settle:output_type -> portcullis.v1.SettleResponse
-	12, // 31: portcullis.v1.BudgetService.Release:output_type -> portcullis.v1.ReleaseResponse
-	14, // 32: portcullis.v1.BudgetService.GetAccount:output_type -> portcullis.v1.GetAccountResponse
-	16, // 33: portcullis.v1.BudgetService.ListHolds:output_type -> portcullis.v1.ListHoldsResponse
-	18, // 34: portcullis.v1.BudgetService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 5: portcullis.v1.BudgetDecision.at:type_name -> google.protobuf.Timestamp
+	5,  // 6: portcullis.v1.BudgetDecision.limit_record:type_name -> portcullis.v1.LimitRecord
+	20, // 7: portcullis.v1.LimitRecord.valid_from:type_name -> google.protobuf.Timestamp
+	20, // 8: portcullis.v1.LimitRecord.valid_until:type_name -> google.protobuf.Timestamp
+	20, // 9: portcullis.v1.SetLimitRequest.valid_from:type_name -> google.protobuf.Timestamp
+	20, // 10: portcullis.v1.SetLimitRequest.valid_until:type_name -> google.protobuf.Timestamp
+	0,  // 11: portcullis.v1.SetLimitResponse.account:type_name -> portcullis.v1.Account
+	2,  // 12: portcullis.v1.ReserveRequest.override:type_name -> portcullis.v1.Override
+	4,  // 13: portcullis.v1.ReserveResponse.decision:type_name -> portcullis.v1.BudgetDecision
+	0,  // 14: portcullis.v1.ReserveResponse.account:type_name -> portcullis.v1.Account
+	3,  // 15: portcullis.v1.SettleRequest.evidence:type_name -> portcullis.v1.Evidence
+	4,  // 16: portcullis.v1.SettleResponse.decision:type_name -> portcullis.v1.BudgetDecision
+	0,  // 17: portcullis.v1.SettleResponse.account:type_name -> portcullis.v1.Account
+	3,  // 18: portcullis.v1.ReleaseRequest.evidence:type_name -> portcullis.v1.Evidence
+	4,  // 19: portcullis.v1.ReleaseResponse.decision:type_name -> portcullis.v1.BudgetDecision
+	0,  // 20: portcullis.v1.ReleaseResponse.account:type_name -> portcullis.v1.Account
+	0,  // 21: portcullis.v1.GetAccountResponse.account:type_name -> portcullis.v1.Account
+	1,  // 22: portcullis.v1.ListHoldsResponse.holds:type_name -> portcullis.v1.Hold
+	4,  // 23: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.BudgetDecision
+	6,  // 24: portcullis.v1.BudgetService.SetLimit:input_type -> portcullis.v1.SetLimitRequest
+	8,  // 25: portcullis.v1.BudgetService.Reserve:input_type -> portcullis.v1.ReserveRequest
+	10, // 26: portcullis.v1.BudgetService.Settle:input_type -> portcullis.v1.SettleRequest
+	12, // 27: portcullis.v1.BudgetService.Release:input_type -> portcullis.v1.ReleaseRequest
+	14, // 28: portcullis.v1.BudgetService.GetAccount:input_type -> portcullis.v1.GetAccountRequest
+	16, // 29: portcullis.v1.BudgetService.ListHolds:input_type -> portcullis.v1.ListHoldsRequest
+	18, // 30: portcullis.v1.BudgetService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
+	7,  // 31: portcullis.v1.BudgetService.SetLimit:output_type -> portcullis.v1.SetLimitResponse
+	9,  // 32: portcullis.v1.BudgetService.Reserve:output_type -> portcullis.v1.ReserveResponse
+	11, // 33: portcullis.v1.BudgetService.Settle:output_type -> portcullis.v1.SettleResponse
+	13, // 34: portcullis.v1.BudgetService.Release:output_type -> portcullis.v1.ReleaseResponse
+	15, // 35: portcullis.v1.BudgetService.GetAccount:output_type -> portcullis.v1.GetAccountResponse
+	17, // 36: portcullis.v1.BudgetService.ListHolds:output_type -> portcullis.v1.ListHoldsResponse
+	19, // 37: portcullis.v1.BudgetService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_budget_proto_init() }
@@ -1521,7 +1630,7 @@ func file_portcullis_v1_budget_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_budget_proto_rawDesc), len(file_portcullis_v1_budget_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

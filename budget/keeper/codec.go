@@ -1,0 +1,119 @@
+package keeper
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/ledger"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/portcullis-dev/portcullis/budget"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+var kindTypes = map[budget.EventKind]pb.EventType{
+	budget.LimitSet: pb.EventType_EVENT_TYPE_BUDGET_LIMIT_SET,
+	budget.Reserved: pb.EventType_EVENT_TYPE_BUDGET_RESERVED,
+	budget.Denied:   pb.EventType_EVENT_TYPE_BUDGET_DENIED,
+	budget.Settled:  pb.EventType_EVENT_TYPE_BUDGET_SETTLED,
+	budget.Released: pb.EventType_EVENT_TYPE_BUDGET_RELEASED,
+}
+
+// EventType is the envelope type of a budget event kind.
+func EventType(k budget.EventKind) pb.EventType { return kindTypes[k] }
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func tm(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime().UTC()
+}
+
+// ToProto is the stored (and API) form of a budget event.
+func ToProto(e budget.Event) *pb.BudgetDecision {
+	d := &pb.BudgetDecision{
+		Outcome: string(e.Kind), Account: e.Account, OperationKey: e.OperationKey, RequestDigest: e.RequestDigest,
+		Amount: e.Amount, Currency: e.Currency, Limit: e.Limit, LimitDigest: e.LimitDigest,
+		SpentSeen: e.SpentSeen, HeldSeen: e.HeldSeen, AccountVersion: e.AccountVersion,
+		WithinLimit: e.WithinLimit, Allowed: e.Allowed, Remainder: e.Remainder, At: ts(e.At),
+	}
+	for _, h := range e.HeldListSeen {
+		d.HeldListSeen = append(d.HeldListSeen, &pb.Hold{OperationKey: h.OperationKey, RequestDigest: h.RequestDigest, Amount: h.Amount})
+	}
+	if e.Override != nil {
+		d.Override = &pb.Override{By: e.Override.By, Reason: e.Override.Reason}
+	}
+	if e.Evidence != nil {
+		d.Evidence = &pb.Evidence{ExecutionId: e.Evidence.ExecutionID, TargetStatus: e.Evidence.TargetStatus, Note: e.Evidence.Note}
+	}
+	if l := e.LimitRecord; l != nil {
+		d.LimitRecord = &pb.LimitRecord{Account: l.Account, Currency: l.Currency, Limit: l.Limit,
+			ValidFrom: ts(l.ValidFrom), ValidUntil: ts(l.ValidUntil), Delegator: l.Delegator}
+	}
+	if e.IsDecision() {
+		d.Total = e.SpentSeen + e.HeldSeen + e.Amount
+	}
+	return d
+}
+
+// FromProto reads a stored budget event back into the domain.
+func FromProto(d *pb.BudgetDecision) budget.Event {
+	e := budget.Event{
+		Kind: budget.EventKind(d.GetOutcome()), Account: d.GetAccount(), AccountVersion: d.GetAccountVersion(),
+		At: tm(d.GetAt()), Currency: d.GetCurrency(), Limit: d.GetLimit(), LimitDigest: d.GetLimitDigest(),
+		OperationKey: d.GetOperationKey(), RequestDigest: d.GetRequestDigest(), Amount: d.GetAmount(),
+		SpentSeen: d.GetSpentSeen(), HeldSeen: d.GetHeldSeen(), WithinLimit: d.GetWithinLimit(), Allowed: d.GetAllowed(),
+		Remainder: d.GetRemainder(),
+	}
+	for _, h := range d.GetHeldListSeen() {
+		e.HeldListSeen = append(e.HeldListSeen, budget.Hold{OperationKey: h.GetOperationKey(), RequestDigest: h.GetRequestDigest(), Amount: h.GetAmount()})
+	}
+	if o := d.GetOverride(); o != nil {
+		e.Override = &budget.Override{By: o.GetBy(), Reason: o.GetReason()}
+	}
+	if v := d.GetEvidence(); v != nil {
+		e.Evidence = &budget.Evidence{ExecutionID: v.GetExecutionId(), TargetStatus: v.GetTargetStatus(), Note: v.GetNote()}
+	}
+	if l := d.GetLimitRecord(); l != nil {
+		e.LimitRecord = &budget.Limit{Account: l.GetAccount(), Currency: l.GetCurrency(), Limit: l.GetLimit(),
+			ValidFrom: tm(l.GetValidFrom()), ValidUntil: tm(l.GetValidUntil()), Delegator: l.GetDelegator()}
+	}
+	return e
+}
+
+// AccountProto is the API form of an account.
+func AccountProto(a *budget.Account) *pb.Account {
+	if a == nil {
+		return nil
+	}
+	return &pb.Account{
+		Account: a.Name, Currency: a.Currency, Limit: a.Limit, Spent: a.Spent, Held: a.Held,
+		LimitDigest: a.LimitDigest, Version: a.Version, Delegator: a.Delegator,
+		ValidFrom: ts(a.ValidFrom), ValidUntil: ts(a.ValidUntil),
+	}
+}
+
+// DecodeStored reads a stored budget event: the envelope, its hash, and the
+// domain event it carries.
+func DecodeStored(data []byte) (*pb.Event, budget.Event, error) {
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return nil, budget.Event{}, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+	}
+	if err := ledger.CheckHash(ev); err != nil {
+		return nil, budget.Event{}, err
+	}
+	d := ev.GetBudgetChanged()
+	if d == nil {
+		return nil, budget.Event{}, fmt.Errorf("%w: event %s is not a budget event", ledger.ErrCorrupt, ev.GetEventId())
+	}
+	return ev, FromProto(d), nil
+}

@@ -1,0 +1,119 @@
+package pebble
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/portcullis-dev/portcullis/budget"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/projector"
+	"google.golang.org/protobuf/proto"
+)
+
+// Budget key layout.
+var (
+	accountPrefix  = []byte("b/") // account → 8-byte seq + 32-byte hash + account JSON
+	decisionPrefix = []byte("d/") // account "/" 8-byte seq → stored event
+)
+
+var (
+	_ keeper.Views          = (*Views)(nil)
+	_ projector.BudgetStore = (*Views)(nil)
+)
+
+// Account returns an account as folded.
+func (v *Views) Account(_ context.Context, name string) (keeper.Head, error) {
+	val, closer, err := v.db.Get(key(accountPrefix, name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return keeper.Head{}, ledger.ErrNotFound
+	}
+	if err != nil {
+		return keeper.Head{}, fmt.Errorf("view account %s: %w", name, err)
+	}
+	defer closer.Close()
+	if len(val) < 8+32 {
+		return keeper.Head{}, fmt.Errorf("view account %s: %w: short row", name, ledger.ErrCorrupt)
+	}
+	a := new(budget.Account)
+	if err := json.Unmarshal(val[40:], a); err != nil {
+		return keeper.Head{}, fmt.Errorf("view account %s: %w: %v", name, ledger.ErrCorrupt, err)
+	}
+	return keeper.Head{Seq: binary.BigEndian.Uint64(val), Hash: append([]byte(nil), val[8:40]...), Account: a}, nil
+}
+
+// WriteBudget stores accounts, decision rows and the checkpoint in one batch.
+func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, checkpoint uint64) error {
+	b := v.db.NewBatch()
+	defer b.Close()
+	for name, h := range accounts {
+		js, err := json.Marshal(h.Account)
+		if err != nil {
+			return err
+		}
+		if len(h.Hash) != 32 {
+			return fmt.Errorf("account %s: hash of %d bytes", name, len(h.Hash))
+		}
+		val := make([]byte, 8, 8+32+len(js))
+		binary.BigEndian.PutUint64(val, h.Seq)
+		val = append(append(val, h.Hash...), js...)
+		if err := b.Set(key(accountPrefix, name), val, nil); err != nil {
+			return err
+		}
+	}
+	for _, r := range rows {
+		if err := b.Set(decisionKey(r.Account, r.Seq), r.Data, nil); err != nil {
+			return err
+		}
+	}
+	var cp [8]byte
+	binary.BigEndian.PutUint64(cp[:], checkpoint)
+	if err := b.Set(key(checkpointPrefix, keeper.Stream), cp[:], nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	v.setApplied(keeper.Stream, checkpoint)
+	return nil
+}
+
+func decisionKey(account string, seq uint64) []byte {
+	k := key(decisionPrefix, account+"/")
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// ListDecisions pages through an account's events newest first. The page
+// token is the stream sequence to continue below.
+func (v *Views) ListDecisions(_ context.Context, account string, before uint64, size int) ([]*pb.BudgetDecision, uint64, error) {
+	lower := key(decisionPrefix, account+"/")
+	upper := prefixEnd(lower)
+	if before > 0 {
+		upper = decisionKey(account, before)
+	}
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	var out []*pb.BudgetDecision
+	for ok := it.Last(); ok && len(out) < size; ok = it.Prev() {
+		ev := new(pb.Event)
+		if err := proto.Unmarshal(it.Value(), ev); err != nil {
+			return nil, 0, fmt.Errorf("%w: decision row: %v", ledger.ErrCorrupt, err)
+		}
+		d := ev.GetBudgetChanged()
+		d.StreamSeq = binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:])
+		out = append(out, d)
+	}
+	var next uint64
+	if len(out) == size && it.Valid() { // the loop stepped onto one more row
+		next = out[len(out)-1].GetStreamSeq()
+	}
+	return out, next, it.Error()
+}
