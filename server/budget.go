@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/projector"
+)
+
+// ReadBudget delivers every budget event the ledger holds now, in stream
+// order, for export and offline verification. With the embedded default
+// the gateway on the same data dir must be stopped; use --nats-url (the
+// gateway writes its address to DATA_DIR/nats.url) to read a live one.
+func ReadBudget(ctx context.Context, o Options, deliver func(seq uint64, d *pb.BudgetDecision) error) error {
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	n, err := openNATS(o, lg)
+	if err != nil {
+		return err
+	}
+	defer n.close()
+	s, err := n.js.Stream(ctx, keeper.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil // no budget yet
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", keeper.Stream, err)
+	}
+	return ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
+		ev, _, err := keeper.DecodeStored(e.Data)
+		if err != nil {
+			return fmt.Errorf("%s seq %d: %w", keeper.Stream, e.Seq, err)
+		}
+		d := ev.GetBudgetChanged()
+		d.StreamSeq = e.Seq
+		return deliver(e.Seq, d)
+	})
+}
