@@ -205,14 +205,14 @@ func (s *ExecutionService) ListExecutions(ctx context.Context, req *connect.Requ
 	return connect.NewResponse(&pb.ListExecutionsResponse{Executions: xs, NextPageToken: next}), nil
 }
 
-func setResult(x *pb.Execution, status int32, body []byte, contentType string) {
+func setResult(x *pb.Execution, status int32, body, contentType string) {
 	x.TargetStatus = status
 	x.ResultBody = body
 	x.ResultContentType = contentType
 	x.ResultReference = "result_" + x.GetExecutionId()[len("act_"):]
 }
 
-func checkResult(body []byte, contentType string) error {
+func checkResult(body, contentType string) error {
 	if len(body) > ledger.MaxResultBodyBytes {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("result_body is %d bytes; the limit is %d", len(body), ledger.MaxResultBodyBytes))
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -20,7 +21,13 @@ import (
 	"github.com/portcullis-dev/portcullis/fingerprint"
 )
 
-const natsReadyWaitMax = 30 * time.Second
+const (
+	natsReadyWaitMax = 30 * time.Second
+	// defaultNATSPort is where the embedded server listens unless told
+	// otherwise (or the port is taken), so a second gateway joins with
+	// --nats-url nats://127.0.0.1:4222.
+	defaultNATSPort = 4222
+)
 
 // natsConn is the connection to the ledger's NATS, and the embedded server
 // when there is one.
@@ -42,7 +49,7 @@ func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
 		}
 		n.conn, n.url = nc, o.NatsURL
 	} else {
-		host, port := "127.0.0.1", -1
+		host, port := "127.0.0.1", defaultNATSPort
 		if o.NatsListen != "" {
 			h, p, err := net.SplitHostPort(o.NatsListen)
 			if err != nil {
@@ -52,6 +59,11 @@ func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
 				return nil, fmt.Errorf("--nats-listen %q: bad port", o.NatsListen)
 			}
 			host = h
+		} else if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err != nil {
+			lg.Warn("the NATS port is taken; the embedded server listens on a free port instead (see nats.url in the data dir)", "port", port)
+			port = -1
+		} else {
+			ln.Close()
 		}
 		opts := &natsserver.Options{
 			ServerName: "portcullis",
@@ -105,56 +117,99 @@ func (n *natsConn) close() {
 	}
 }
 
-// Key check: every gateway of one ledger must use the same fingerprint key,
-// or retries through different gateways would never match. The first
-// gateway records a keyed check value (not the key); others compare.
+// The fingerprint key: every gateway of one ledger must use the same key,
+// or retries through different gateways would never match. The ledger's
+// meta stream records a keyed check value, so a gateway with another key
+// refuses to start, and (unless --no-share-fingerprint-key) the key itself,
+// so a gateway joining with --nats-url and no key of its own adopts it. A
+// shared key is as secret as the NATS account is: where the event record is
+// readable by people who must not test guesses against fingerprints, give
+// the key by flag or env to every gateway and do not share it.
 const (
 	metaStream      = "PORTCULLIS_META"
 	keyCheckSubject = "pc.meta.fingerprint_key_check"
+	keySubject      = "pc.meta.fingerprint_key"
 )
 
-func checkKey(ctx context.Context, js jetstream.JetStream, key fingerprint.Key) error {
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+func ensureMeta(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: metaStream, Subjects: []string{"pc.meta.>"}, Storage: jetstream.FileStorage,
 		DenyDelete: true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
 		Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
-		return fmt.Errorf("ensure %s: %w", metaStream, err)
+		return nil, fmt.Errorf("ensure %s: %w", metaStream, err)
+	}
+	return s, nil
+}
+
+// resolveKey picks the key: flag or env, else the data dir's key file,
+// else the key the ledger shares, else a new one (kept in the data dir).
+// It then records the check value (and the key, when sharing) or verifies
+// it against the ledger's.
+func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, lg *slog.Logger) (fingerprint.Key, error) {
+	meta, err := ensureMeta(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	var key fingerprint.Key
+	switch {
+	case o.FingerprintKey != "":
+		if key, err = fingerprint.ParseKey(o.FingerprintKey); err != nil {
+			return nil, fmt.Errorf("fingerprint key: %w", err)
+		}
+	case fileExists(filepath.Join(o.DataDir, fingerprint.KeyFile)) || o.NoShareKey:
+		if key, err = fingerprint.LoadOrCreateKey(o.DataDir); err != nil {
+			return nil, fmt.Errorf("fingerprint key: %w", err)
+		}
+	default:
+		if m, err := meta.GetLastMsgForSubject(ctx, keySubject); err == nil {
+			if key, err = fingerprint.ParseKey(strings.TrimSpace(string(m.Data))); err != nil {
+				return nil, fmt.Errorf("fingerprint key shared by the ledger: %w", err)
+			}
+			lg.Info("adopted the fingerprint key shared by the ledger")
+			if err := writeKeyFile(o.DataDir, key); err != nil {
+				return nil, err
+			}
+		} else if key, err = fingerprint.LoadOrCreateKey(o.DataDir); err != nil {
+			return nil, fmt.Errorf("fingerprint key: %w", err)
+		}
 	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("portcullis key check v1"))
 	check := hex.EncodeToString(m.Sum(nil))
-	_, err = js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0))
-	if err == nil {
-		return nil
+	if _, err := js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0)); err == nil {
+		if !o.NoShareKey {
+			if _, err := js.Publish(ctx, keySubject, []byte(hex.EncodeToString(key)), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+				return nil, fmt.Errorf("share fingerprint key: %w", err)
+			}
+		}
+		return key, nil
 	}
-	s, serr := js.Stream(ctx, metaStream)
-	if serr != nil {
-		return fmt.Errorf("key check: %w", serr)
-	}
-	got, gerr := s.GetLastMsgForSubject(ctx, keyCheckSubject)
-	if gerr != nil {
-		return fmt.Errorf("key check: %w (after %v)", gerr, err)
+	got, err := meta.GetLastMsgForSubject(ctx, keyCheckSubject)
+	if err != nil {
+		return nil, fmt.Errorf("key check: %w", err)
 	}
 	if string(got.Data) != check {
-		return errors.New("fingerprint key differs from the one this ledger was started with: give every gateway the same key (--fingerprint-key or PORTCULLIS_FINGERPRINT_KEY, or copy fingerprint.key)")
+		return nil, errors.New("fingerprint key differs from the one this ledger was started with: give every gateway the same key (--fingerprint-key or PORTCULLIS_FINGERPRINT_KEY, or copy fingerprint.key)")
 	}
-	return nil
+	return key, nil
 }
 
-// loadKey takes the key from the options (flag or env) or the data dir.
-func loadKey(o Options) (fingerprint.Key, error) {
-	if o.FingerprintKey != "" {
-		k, err := fingerprint.ParseKey(o.FingerprintKey)
-		if err != nil {
-			return nil, fmt.Errorf("fingerprint key: %w", err)
-		}
-		return k, nil
-	}
-	k, err := fingerprint.LoadOrCreateKey(o.DataDir)
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func writeKeyFile(dir string, key fingerprint.Key) error {
+	p := filepath.Join(dir, fingerprint.KeyFile)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("fingerprint key: %w", err)
+		return fmt.Errorf("fingerprint key: %w", err)
 	}
-	return k, nil
+	defer f.Close()
+	if _, err := f.WriteString(hex.EncodeToString(key) + "\n"); err != nil {
+		return fmt.Errorf("fingerprint key: %w", err)
+	}
+	return f.Sync()
 }

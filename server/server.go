@@ -51,8 +51,11 @@ type Options struct {
 	NatsListen string
 	// Replicas of the streams; 0 picks 1 on a single server, 3 on a cluster.
 	Replicas int
-	// FingerprintKey in hex; empty reads (or creates) DataDir/fingerprint.key.
+	// FingerprintKey in hex; empty reads DataDir/fingerprint.key, else adopts
+	// the key the ledger shares, else creates one.
 	FingerprintKey string
+	// NoShareKey keeps the fingerprint key out of the ledger's meta stream.
+	NoShareKey bool
 	// UnsafeNoFsync lets the embedded server sync every 2 minutes instead of
 	// on every write. Acknowledged writes can be lost on power loss.
 	UnsafeNoFsync bool
@@ -103,10 +106,6 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	key, err := loadKey(o)
-	if err != nil {
-		return nil, err
-	}
 	id, err := gatewayID(o, cfg)
 	if err != nil {
 		return nil, err
@@ -122,7 +121,8 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.NatsURL = g.nats.url
-	if err := checkKey(ctx, g.nats.js, key); err != nil {
+	key, err := resolveKey(ctx, g.nats.js, o, g.log)
+	if err != nil {
 		return nil, err
 	}
 	replicas := o.Replicas

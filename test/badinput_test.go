@@ -50,7 +50,7 @@ func TestBadInputAppendsNothing(t *testing.T) {
 		{"malformed execution id", "MarkDispatched", `{"executionId": "act_x.>"}`, "invalid_argument", "act_<ULID>"},
 		{"illegal transition", "MarkDelivered", `{"executionId": "` + id + `"}`, "failed_precondition", "STATE_ACCEPTED"},
 		{"bad resolution", "Resolve", `{"executionId": "` + id + `"}`, "invalid_argument", "resolution"},
-		{"oversized result", "RecordResult", `{"executionId": "` + id + `", "resultBody": "` + strings.Repeat("QUFB", 90<<10) + `"}`, "invalid_argument", "262144"},
+		{"oversized result", "RecordResult", `{"executionId": "` + id + `", "resultBody": "` + strings.Repeat("x", 300<<10) + `"}`, "invalid_argument", "262144"},
 		{"bad page size", "ListExecutions", `{"pageSize": 5000}`, "invalid_argument", "page_size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -262,12 +262,12 @@ func TestContractsAndWindows(t *testing.T) {
 	}
 	did := d1.Msg.GetExecution().GetExecutionId()
 	mustOK(t)(c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: did})))
-	mustOK(t)(c.RecordResult(ctx, connect.NewRequest(&pb.RecordResultRequest{ExecutionId: did, TargetStatus: 201, ResultBody: []byte(`{"deploy":"d-1"}`)})))
+	mustOK(t)(c.RecordResult(ctx, connect.NewRequest(&pb.RecordResultRequest{ExecutionId: did, TargetStatus: 201, ResultBody: `{"deploy":"d-1"}`})))
 	d2, err := c.Begin(ctx, beginReq("deploy_release", d, "", "2"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d2.Msg.GetRecovery() != pb.Recovery_RECOVERY_RETURN_RESULT || string(d2.Msg.GetExecution().GetResultBody()) != `{"deploy":"d-1"}` || d2.Msg.GetExecution().GetTargetStatus() != 201 {
+	if d2.Msg.GetRecovery() != pb.Recovery_RECOVERY_RETURN_RESULT || d2.Msg.GetExecution().GetResultBody() != `{"deploy":"d-1"}` || d2.Msg.GetExecution().GetTargetStatus() != 201 {
 		t.Fatalf("retry after result: %v", d2.Msg)
 	}
 	mustOK(t)(c.MarkDelivered(ctx, connect.NewRequest(&pb.MarkDeliveredRequest{ExecutionId: did})))

@@ -38,9 +38,10 @@ func ledgerFlags(cmd *cobra.Command, o *server.Options) {
 	f := cmd.Flags()
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory: embedded JetStream, views, fingerprint key (required)")
 	f.StringVar(&o.NatsURL, "nats-url", "", "join an existing NATS/JetStream (e.g. nats://10.0.0.5:4222) instead of the embedded server")
-	f.StringVar(&o.NatsListen, "nats-listen", "127.0.0.1:-1", "client address of the embedded NATS server, for other gateways to join (-1: any free port)")
+	f.StringVar(&o.NatsListen, "nats-listen", "", "client address of the embedded NATS server, for other gateways to join (default 127.0.0.1:4222, a free port if taken; :-1 for any free port)")
 	f.IntVar(&o.Replicas, "replicas", 0, "stream replicas (0: 1 on a single server, 3 on a cluster)")
 	f.StringVar(&o.FingerprintKey, "fingerprint-key", os.Getenv("PORTCULLIS_FINGERPRINT_KEY"), "fingerprint key as 64 hex chars (default $PORTCULLIS_FINGERPRINT_KEY, else DATA_DIR/fingerprint.key)")
+	f.BoolVar(&o.NoShareKey, "no-share-fingerprint-key", false, "do not share the fingerprint key through the ledger (give it to every gateway yourself)")
 	f.BoolVar(&o.UnsafeNoFsync, "unsafe-no-fsync", false, "UNSAFE: do not fsync every JetStream write (acknowledged writes can be lost on power loss)")
 	_ = cmd.MarkFlagRequired("data-dir")
 }

@@ -638,7 +638,7 @@ type Execution struct {
 	AttachCount       uint32 `protobuf:"varint,21,opt,name=attach_count,json=attachCount,proto3" json:"attach_count,omitempty"`
 	TargetStatus      int32  `protobuf:"varint,22,opt,name=target_status,json=targetStatus,proto3" json:"target_status,omitempty"`
 	ResultReference   string `protobuf:"bytes,23,opt,name=result_reference,json=resultReference,proto3" json:"result_reference,omitempty"`
-	ResultBody        []byte `protobuf:"bytes,24,opt,name=result_body,json=resultBody,proto3" json:"result_body,omitempty"`
+	ResultBody        string `protobuf:"bytes,24,opt,name=result_body,json=resultBody,proto3" json:"result_body,omitempty"`
 	ResultContentType string `protobuf:"bytes,25,opt,name=result_content_type,json=resultContentType,proto3" json:"result_content_type,omitempty"`
 	// Why the execution is denied, unknown or not executed.
 	Reason       string `protobuf:"bytes,26,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -849,11 +849,11 @@ func (x *Execution) GetResultReference() string {
 	return ""
 }
 
-func (x *Execution) GetResultBody() []byte {
+func (x *Execution) GetResultBody() string {
 	if x != nil {
 		return x.ResultBody
 	}
-	return nil
+	return ""
 }
 
 func (x *Execution) GetResultContentType() string {
@@ -1302,8 +1302,9 @@ type RecordResultRequest struct {
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// HTTP status or process exit status observed from the target.
 	TargetStatus int32 `protobuf:"varint,2,opt,name=target_status,json=targetStatus,proto3" json:"target_status,omitempty"`
-	// Optional result body, stored for replay (at most 256 KiB).
-	ResultBody        []byte `protobuf:"bytes,3,opt,name=result_body,json=resultBody,proto3" json:"result_body,omitempty"`
+	// Optional result body as text (JSON, or base64 for binary output with a
+	// content type saying so), stored for replay; at most 256 KiB.
+	ResultBody        string `protobuf:"bytes,3,opt,name=result_body,json=resultBody,proto3" json:"result_body,omitempty"`
 	ResultContentType string `protobuf:"bytes,4,opt,name=result_content_type,json=resultContentType,proto3" json:"result_content_type,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -1353,11 +1354,11 @@ func (x *RecordResultRequest) GetTargetStatus() int32 {
 	return 0
 }
 
-func (x *RecordResultRequest) GetResultBody() []byte {
+func (x *RecordResultRequest) GetResultBody() string {
 	if x != nil {
 		return x.ResultBody
 	}
-	return nil
+	return ""
 }
 
 func (x *RecordResultRequest) GetResultContentType() string {
@@ -1600,7 +1601,7 @@ type ResolveRequest struct {
 	ExecutionId       string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	Resolution        Resolution             `protobuf:"varint,2,opt,name=resolution,proto3,enum=portcullis.v1.Resolution" json:"resolution,omitempty"`
 	TargetStatus      int32                  `protobuf:"varint,3,opt,name=target_status,json=targetStatus,proto3" json:"target_status,omitempty"`
-	ResultBody        []byte                 `protobuf:"bytes,4,opt,name=result_body,json=resultBody,proto3" json:"result_body,omitempty"`
+	ResultBody        string                 `protobuf:"bytes,4,opt,name=result_body,json=resultBody,proto3" json:"result_body,omitempty"`
 	ResultContentType string                 `protobuf:"bytes,5,opt,name=result_content_type,json=resultContentType,proto3" json:"result_content_type,omitempty"`
 	// Who resolved it and with what evidence (status endpoint, marker, person).
 	By            string `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
@@ -1660,11 +1661,11 @@ func (x *ResolveRequest) GetTargetStatus() int32 {
 	return 0
 }
 
-func (x *ResolveRequest) GetResultBody() []byte {
+func (x *ResolveRequest) GetResultBody() string {
 	if x != nil {
 		return x.ResultBody
 	}
-	return nil
+	return ""
 }
 
 func (x *ResolveRequest) GetResultContentType() string {
@@ -2000,7 +2001,7 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\fattach_count\x18\x15 \x01(\rR\vattachCount\x12#\n" +
 	"\rtarget_status\x18\x16 \x01(\x05R\ftargetStatus\x12)\n" +
 	"\x10result_reference\x18\x17 \x01(\tR\x0fresultReference\x12\x1f\n" +
-	"\vresult_body\x18\x18 \x01(\fR\n" +
+	"\vresult_body\x18\x18 \x01(\tR\n" +
 	"resultBody\x12.\n" +
 	"\x13result_content_type\x18\x19 \x01(\tR\x11resultContentType\x12\x16\n" +
 	"\x06reason\x18\x1a \x01(\tR\x06reason\x12#\n" +
@@ -2035,7 +2036,7 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\x13RecordResultRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12#\n" +
 	"\rtarget_status\x18\x02 \x01(\x05R\ftargetStatus\x12\x1f\n" +
-	"\vresult_body\x18\x03 \x01(\fR\n" +
+	"\vresult_body\x18\x03 \x01(\tR\n" +
 	"resultBody\x12.\n" +
 	"\x13result_content_type\x18\x04 \x01(\tR\x11resultContentType\"N\n" +
 	"\x14RecordResultResponse\x126\n" +
@@ -2055,7 +2056,7 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"resolution\x18\x02 \x01(\x0e2\x19.portcullis.v1.ResolutionR\n" +
 	"resolution\x12#\n" +
 	"\rtarget_status\x18\x03 \x01(\x05R\ftargetStatus\x12\x1f\n" +
-	"\vresult_body\x18\x04 \x01(\fR\n" +
+	"\vresult_body\x18\x04 \x01(\tR\n" +
 	"resultBody\x12.\n" +
 	"\x13result_content_type\x18\x05 \x01(\tR\x11resultContentType\x12\x0e\n" +
 	"\x02by\x18\x06 \x01(\tR\x02by\x12\x1a\n" +
