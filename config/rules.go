@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,8 +125,10 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 			}
 		case "fingerprint":
 			tool.Contract.Fingerprint, fok = d.fingerprint(e)
+		case "budget":
+			tool.Contract.Budget, fok = d.budget(e)
 		default:
-			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval")
+			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget")
 			fok = false
 		}
 		ok = ok && fok
@@ -218,6 +221,42 @@ func (d *decoder) fingerprint(f entry) (contract.FingerprintRules, bool) {
 		}
 	}
 	return rules, ok
+}
+
+// budget decodes a tool's budget binding: account and amount (literals or
+// "$.argument.path"), optional currency.
+func (d *decoder) budget(b entry) (*contract.BudgetBinding, bool) {
+	bind := &contract.BudgetBinding{}
+	entries, ok := d.mapping(b.value, b.path)
+	if !ok {
+		return nil, false
+	}
+	for _, e := range entries {
+		var fok bool
+		switch e.key {
+		case "account":
+			bind.Account, fok = d.str(e)
+		case "amount":
+			if bind.Amount, fok = d.str(e); fok {
+				if _, isPath := contract.ArgumentPath(bind.Amount); !isPath {
+					if n, err := strconv.ParseInt(bind.Amount, 10, 64); err != nil || n <= 0 {
+						d.errorf(e.value, e.path, "want a positive whole amount in minor units or an argument path like $.amount, got %q", bind.Amount)
+						fok = false
+					}
+				}
+			}
+		case "currency":
+			bind.Currency, fok = d.str(e)
+		default:
+			d.unknownKey(e, "account, amount, currency")
+		}
+		ok = ok && fok
+	}
+	if ok && (bind.Account == "" || bind.Amount == "") {
+		d.errorf(b.value, b.path, "needs account and amount")
+		ok = false
+	}
+	return bind, ok
 }
 
 // paths decodes a list of distinct fingerprint paths.

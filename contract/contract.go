@@ -81,6 +81,26 @@ func (w MatchWindow) String() string {
 	return w.Duration.String()
 }
 
+// BudgetBinding ties a tool's executions to a budget account: Begin holds
+// Amount on Account under the execution's operation key. Each value is a
+// literal, or "$." followed by a dot-separated argument path
+// ("$.payment.amount"). Amount must resolve to a positive integer in minor
+// units.
+type BudgetBinding struct {
+	Account  string
+	Amount   string
+	Currency string // "" = the account's
+}
+
+// ArgumentPath returns the argument path of a binding value, or false when
+// the value is a literal.
+func ArgumentPath(v string) (string, bool) {
+	if len(v) > 2 && v[:2] == "$." {
+		return v[2:], true
+	}
+	return "", false
+}
+
 // Contract is the retry answer for one tool.
 type Contract struct {
 	Tool        string
@@ -88,6 +108,7 @@ type Contract struct {
 	MatchWindow MatchWindow
 	Fingerprint FingerprintRules
 	Approval    Approval
+	Budget      *BudgetBinding // nil: the tool spends no budget
 }
 
 // Validate checks the invariants every contract must hold.
@@ -101,6 +122,10 @@ func (c Contract) Validate() error {
 		return fmt.Errorf("tool %q: unknown approval mode %q", c.Tool, c.Approval)
 	case c.Retry != ReadOnly && !c.MatchWindow.UntilResolved && c.MatchWindow.Duration <= 0:
 		return fmt.Errorf("tool %q: match_window must be positive or until_resolved", c.Tool)
+	case c.Budget != nil && (c.Budget.Account == "" || c.Budget.Amount == ""):
+		return fmt.Errorf("tool %q: budget needs account and amount", c.Tool)
+	case c.Budget != nil && c.Retry == ReadOnly:
+		return fmt.Errorf("tool %q: a read_only tool spends no budget", c.Tool)
 	}
 	return nil
 }

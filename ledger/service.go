@@ -34,6 +34,9 @@ type Config struct {
 	Contracts contract.Book
 	GatewayID string
 	Now       func() time.Time // nil: time.Now
+	// Budget holds, settles and releases budget-bound executions' holds
+	// (nil: budget-bound tools are refused).
+	Budget Budget
 }
 
 // Service decides: it reads what it knows (its own recent writes, else the
@@ -50,6 +53,7 @@ type Service struct {
 	gatewayID string
 	now       func() time.Time
 	known     *knownCache
+	budget    Budget
 }
 
 // NewService returns a Service over cfg.
@@ -60,7 +64,7 @@ func NewService(cfg Config) *Service {
 	}
 	return &Service{
 		log: cfg.Log, views: cfg.Views, key: cfg.Key, contracts: cfg.Contracts,
-		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize),
+		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize), budget: cfg.Budget,
 	}
 }
 
@@ -95,6 +99,14 @@ func (s *Service) Begin(ctx context.Context, in BeginInput) (BeginResult, error)
 	if err != nil {
 		return BeginResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if c.Budget != nil && s.budget == nil {
+		return BeginResult{}, fmt.Errorf("%w: tool %q is bound to a budget but this gateway has none", ErrInvalid, in.Action.Tool)
+	}
+	if c.Budget != nil {
+		if _, _, _, err := resolveBinding(c.Budget, in.Action.Arguments); err != nil {
+			return BeginResult{}, err
+		}
+	}
 	if c.Retry == contract.ReadOnly {
 		res, err := s.create(ctx, c, in, d, ReadOnlyToken, IntentHead{}, "")
 		return res, err
@@ -124,9 +136,43 @@ func (s *Service) Begin(ctx context.Context, in BeginInput) (BeginResult, error)
 			}
 			continue
 		}
+		if err == nil && res.Decision == pb.Decision_DECISION_NEW && c.Budget != nil {
+			return s.hold(ctx, res)
+		}
 		return res, err
 	}
 	return BeginResult{}, ErrContended
+}
+
+// hold takes a new budget-bound execution's hold. The execution is
+// appended first, so racing Begins never reserve for an execution that
+// loses; a crash between the two leaves an ACCEPTED execution without a
+// hold, which MarkDispatched repairs (it takes the same, idempotent hold
+// before anything is dispatched). A denied hold denies the execution.
+func (s *Service) hold(ctx context.Context, res BeginResult) (BeginResult, error) {
+	x := res.Execution
+	allowed, why, err := s.budget.Hold(ctx, holdOf(x))
+	if err == nil && allowed {
+		return res, nil
+	}
+	reason := why
+	if err != nil {
+		reason = err.Error()
+	}
+	denied, terr := s.Transition(ctx, Change{
+		ExecutionID: x.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_DENIED, Evidence: "budget",
+		Apply: func(x *pb.Execution) {
+			x.Reason = "budget " + x.GetBudgetAccount() + ": " + reason
+			x.BudgetOutcome = BudgetDenied
+			x.AuthorizedBy = "budget"
+		},
+	})
+	if terr != nil {
+		return BeginResult{}, terr
+	}
+	res.Execution = denied
+	res.Reason = denied.GetReason()
+	return res, nil
 }
 
 // create appends a new execution's ACCEPTED event, under compare-and-set on
@@ -147,6 +193,17 @@ func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput
 		Method: a.Method, IntentScope: a.IntentScope, RetryClass: ClassProto(c.Retry),
 		CanonicalRecord: string(d.Record), AcceptedAt: timestamppb.New(now), UpdatedAt: timestamppb.New(now),
 		Correlation: in.Correlation, GatewayId: s.gatewayID, MatchWindow: c.MatchWindow.String(), IntentToken: token,
+	}
+	if c.Budget != nil {
+		acct, amount, cur, err := resolveBinding(c.Budget, in.Action.Arguments)
+		if err != nil {
+			return BeginResult{}, err
+		}
+		x.BudgetAccount, x.BudgetAmount, x.BudgetCurrency = acct, amount, cur
+		x.BudgetOperationKey = in.OperationKey
+		if x.BudgetOperationKey == "" {
+			x.BudgetOperationKey = id
+		}
 	}
 	ev := s.event(pb.EventType_EVENT_TYPE_ACCEPTED, ExecutionSubject(token, id), id, now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: in.Correlation}}
@@ -242,6 +299,9 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 		}
 		x.State = to
 		x.UpdatedAt = timestamppb.New(now)
+		if err := s.budgetEffect(ctx, x, ch.Event); err != nil {
+			return nil, err
+		}
 		ev := s.event(ch.Event, subj, ch.ExecutionID, now)
 		ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Evidence: ch.Evidence}}
 		Seal(ev, h.Event.GetHash())

@@ -23,6 +23,8 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/contract"
+	"github.com/portcullis-dev/portcullis/fingerprint"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -71,11 +73,16 @@ type Gateway struct {
 	NatsURL string // where other gateways can join this ledger
 	ID      string
 
-	Ledger    *ledger.Service
-	Keeper    *keeper.Keeper
-	Projector *projector.Projector
-	Budget    *projector.Projector
-	Views     *pebbleviews.Views
+	Ledger *ledger.Service
+	Keeper *keeper.Keeper
+	// ExecutionsLog is the ledger's Log of executions (tests build a second
+	// Service on it to simulate a gateway that crashed mid-decision).
+	ExecutionsLog ledger.Log
+	Contracts     map[string]contract.Contract
+	Key           fingerprint.Key
+	Projector     *projector.Projector
+	Budget        *projector.Projector
+	Views         *pebbleviews.Views
 
 	log     *slog.Logger
 	http    *http.Server
@@ -145,8 +152,10 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
 	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
-	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now})
 	g.Keeper = keeper.New(g.budLog, g.Views, id, o.Now)
+	g.ExecutionsLog, g.Contracts, g.Key = g.jsLog, cfg.Contracts(), key
+	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
+		Budget: keeper.Binding{Keeper: g.Keeper}})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel

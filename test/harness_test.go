@@ -47,6 +47,10 @@ tools:
     approval: per_use
   get_release:
     retry: read_only
+  pay_invoice:
+    retry: idempotency_key
+    match_window: 10m
+    budget: {account: $.account, amount: $.amount, currency: GBP}
 `
 
 var testKey = hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))

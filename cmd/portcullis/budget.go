@@ -233,4 +233,3 @@ func readExport(path string, deliver func(uint64, *pb.BudgetDecision) error) err
 		}
 	}
 }
-

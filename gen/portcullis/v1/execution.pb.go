@@ -653,7 +653,16 @@ type Execution struct {
 	MatchWindow string `protobuf:"bytes,31,opt,name=match_window,json=matchWindow,proto3" json:"match_window,omitempty"`
 	// Keyed digest naming the intent: the execution's events live on
 	// pc.exec.<intent_token>.<execution_id>.
-	IntentToken   string `protobuf:"bytes,32,opt,name=intent_token,json=intentToken,proto3" json:"intent_token,omitempty"`
+	IntentToken string `protobuf:"bytes,32,opt,name=intent_token,json=intentToken,proto3" json:"intent_token,omitempty"`
+	// Budget hold of a budget-bound tool (empty otherwise): the account, the
+	// amount held under budget_operation_key (the caller's operation key, else
+	// the execution id), and what became of it.
+	BudgetAccount      string `protobuf:"bytes,33,opt,name=budget_account,json=budgetAccount,proto3" json:"budget_account,omitempty"`
+	BudgetAmount       int64  `protobuf:"varint,34,opt,name=budget_amount,json=budgetAmount,proto3" json:"budget_amount,omitempty"`
+	BudgetCurrency     string `protobuf:"bytes,35,opt,name=budget_currency,json=budgetCurrency,proto3" json:"budget_currency,omitempty"`
+	BudgetOperationKey string `protobuf:"bytes,36,opt,name=budget_operation_key,json=budgetOperationKey,proto3" json:"budget_operation_key,omitempty"`
+	// held, denied, spent, released; "" before the hold is taken.
+	BudgetOutcome string `protobuf:"bytes,37,opt,name=budget_outcome,json=budgetOutcome,proto3" json:"budget_outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -908,6 +917,41 @@ func (x *Execution) GetMatchWindow() string {
 func (x *Execution) GetIntentToken() string {
 	if x != nil {
 		return x.IntentToken
+	}
+	return ""
+}
+
+func (x *Execution) GetBudgetAccount() string {
+	if x != nil {
+		return x.BudgetAccount
+	}
+	return ""
+}
+
+func (x *Execution) GetBudgetAmount() int64 {
+	if x != nil {
+		return x.BudgetAmount
+	}
+	return 0
+}
+
+func (x *Execution) GetBudgetCurrency() string {
+	if x != nil {
+		return x.BudgetCurrency
+	}
+	return ""
+}
+
+func (x *Execution) GetBudgetOperationKey() string {
+	if x != nil {
+		return x.BudgetOperationKey
+	}
+	return ""
+}
+
+func (x *Execution) GetBudgetOutcome() string {
+	if x != nil {
+		return x.BudgetOutcome
 	}
 	return ""
 }
@@ -1971,8 +2015,7 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\bdecision\x18\x01 \x01(\x0e2\x17.portcullis.v1.DecisionR\bdecision\x126\n" +
 	"\texecution\x18\x02 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\x123\n" +
 	"\brecovery\x18\x03 \x01(\x0e2\x17.portcullis.v1.RecoveryR\brecovery\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa8\n" +
-	"\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xf6\v\n" +
 	"\tExecution\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12*\n" +
@@ -2012,7 +2055,12 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\n" +
 	"stream_seq\x18\x1e \x01(\x04R\tstreamSeq\x12!\n" +
 	"\fmatch_window\x18\x1f \x01(\tR\vmatchWindow\x12!\n" +
-	"\fintent_token\x18  \x01(\tR\vintentToken\"E\n" +
+	"\fintent_token\x18  \x01(\tR\vintentToken\x12%\n" +
+	"\x0ebudget_account\x18! \x01(\tR\rbudgetAccount\x12#\n" +
+	"\rbudget_amount\x18\" \x01(\x03R\fbudgetAmount\x12'\n" +
+	"\x0fbudget_currency\x18# \x01(\tR\x0ebudgetCurrency\x120\n" +
+	"\x14budget_operation_key\x18$ \x01(\tR\x12budgetOperationKey\x12%\n" +
+	"\x0ebudget_outcome\x18% \x01(\tR\rbudgetOutcome\"E\n" +
 	"\x10AuthorizeRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\"K\n" +

@@ -1,0 +1,172 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/portcullis-dev/portcullis/contract"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+)
+
+// BudgetHold is the reservation a budget-bound execution needs.
+type BudgetHold struct {
+	Account       string
+	OperationKey  string // the caller's operation key, else the execution id
+	RequestDigest string
+	Amount        int64
+	Currency      string
+}
+
+// Budget is the port to the budget ledger. Every call is idempotent by
+// operation key, so a decision that is retried after a conflict or a crash
+// never counts twice.
+type Budget interface {
+	// Hold reserves (or finds) the hold; allowed=false with the reason when
+	// the budget denies it.
+	Hold(ctx context.Context, h BudgetHold) (allowed bool, reason string, err error)
+	// Settle spends the hold: the effect is confirmed.
+	Settle(ctx context.Context, h BudgetHold, executionID, targetStatus string) error
+	// Release ends the hold: the effect's absence is proven.
+	Release(ctx context.Context, h BudgetHold, executionID, evidence string) error
+}
+
+// Budget outcomes recorded on the execution.
+const (
+	BudgetHeld     = "held"
+	BudgetDenied   = "denied"
+	BudgetSpent    = "spent"
+	BudgetReleased = "released"
+)
+
+// resolveBinding reads a contract's budget binding against the caller's
+// raw arguments.
+func resolveBinding(b *contract.BudgetBinding, rawArgs []byte) (account string, amount int64, currency string, err error) {
+	var args map[string]any
+	if len(rawArgs) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(rawArgs)))
+		dec.UseNumber()
+		if err := dec.Decode(&args); err != nil {
+			return "", 0, "", fmt.Errorf("%w: arguments: %v", ErrInvalid, err)
+		}
+	}
+	value := func(what, v string) (any, error) {
+		p, isPath := contract.ArgumentPath(v)
+		if !isPath {
+			return v, nil
+		}
+		var cur any = args
+		for _, k := range strings.Split(p, ".") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%w: budget %s: argument %s is missing", ErrInvalid, what, p)
+			}
+			if cur, ok = m[k]; !ok {
+				return nil, fmt.Errorf("%w: budget %s: argument %s is missing", ErrInvalid, what, p)
+			}
+		}
+		return cur, nil
+	}
+	str := func(what, v string) (string, error) {
+		x, err := value(what, v)
+		if err != nil {
+			return "", err
+		}
+		s, ok := x.(string)
+		if !ok {
+			return "", fmt.Errorf("%w: budget %s must be a string", ErrInvalid, what)
+		}
+		return s, nil
+	}
+	if account, err = str("account", b.Account); err != nil {
+		return "", 0, "", err
+	}
+	if b.Currency != "" {
+		if currency, err = str("currency", b.Currency); err != nil {
+			return "", 0, "", err
+		}
+	}
+	x, err := value("amount", b.Amount)
+	if err != nil {
+		return "", 0, "", err
+	}
+	var s string
+	switch n := x.(type) {
+	case json.Number:
+		s = n.String()
+	case string:
+		s = n
+	default:
+		return "", 0, "", fmt.Errorf("%w: budget amount must be a whole number of minor units", ErrInvalid)
+	}
+	amount, perr := strconv.ParseInt(s, 10, 64)
+	if perr != nil || amount <= 0 {
+		return "", 0, "", fmt.Errorf("%w: budget amount %q must be a positive whole number of minor units", ErrInvalid, s)
+	}
+	return account, amount, currency, nil
+}
+
+func holdOf(x *pb.Execution) BudgetHold {
+	return BudgetHold{
+		Account: x.GetBudgetAccount(), OperationKey: x.GetBudgetOperationKey(), RequestDigest: x.GetRequestDigest(),
+		Amount: x.GetBudgetAmount(), Currency: x.GetBudgetCurrency(),
+	}
+}
+
+// succeeded says whether an observed result confirms the effect: exit
+// status 0 on ssh, a 2xx answer otherwise. Any other answer is the target
+// refusing: the hold is released.
+func succeeded(x *pb.Execution) bool {
+	if x.GetChannel() == "ssh" {
+		return x.GetTargetStatus() == 0
+	}
+	return x.GetTargetStatus() >= 200 && x.GetTargetStatus() < 300
+}
+
+// budgetEffect applies what a transition means for a budget-bound
+// execution's hold, before the transition is appended (every call is
+// idempotent, so a lost race or a crash repeats it harmlessly). It returns
+// the outcome to record, or an error that stops the transition.
+func (s *Service) budgetEffect(ctx context.Context, x *pb.Execution, t pb.EventType) error {
+	if x.GetBudgetAccount() == "" {
+		return nil
+	}
+	if s.budget == nil {
+		return fmt.Errorf("%w: tool %s is bound to a budget but this gateway has none", ErrInvalid, x.GetTool())
+	}
+	h := holdOf(x)
+	switch t {
+	case pb.EventType_EVENT_TYPE_DISPATCHED:
+		allowed, why, err := s.budget.Hold(ctx, h)
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			return fmt.Errorf("%w: budget %s denies %d: %s", ErrBudgetDenied, h.Account, h.Amount, why)
+		}
+		x.BudgetOutcome = BudgetHeld
+	case pb.EventType_EVENT_TYPE_RESULT_OBSERVED, pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED:
+		if succeeded(x) {
+			if err := s.budget.Settle(ctx, h, x.GetExecutionId(), strconv.Itoa(int(x.GetTargetStatus()))); err != nil {
+				return err
+			}
+			x.BudgetOutcome = BudgetSpent
+			return nil
+		}
+		if err := s.budget.Release(ctx, h, x.GetExecutionId(), "target answered "+strconv.Itoa(int(x.GetTargetStatus()))); err != nil {
+			return err
+		}
+		x.BudgetOutcome = BudgetReleased
+	case pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED, pb.EventType_EVENT_TYPE_DENIED:
+		if x.GetBudgetOutcome() == BudgetDenied {
+			return nil
+		}
+		if err := s.budget.Release(ctx, h, x.GetExecutionId(), strings.ToLower(strings.TrimPrefix(t.String(), "EVENT_TYPE_"))); err != nil {
+			return err
+		}
+		x.BudgetOutcome = BudgetReleased
+	}
+	return nil
+}
