@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/portcullis-dev/portcullis/budget"
@@ -15,11 +16,15 @@ import (
 // DecisionLister pages through an account's recorded decisions (the views).
 type DecisionLister interface {
 	ListDecisions(ctx context.Context, account string, before uint64, size int) ([]*pb.BudgetDecision, uint64, error)
+	BudgetWaitFor(ctx context.Context, seq uint64) error
 }
 
 // unspecifiedDelegator stands in the limit record when SetLimit names no
 // delegator, so the record says so instead of guessing.
 const unspecifiedDelegator = "unspecified"
+
+// listWaitMax bounds how long ListDecisions waits for the views.
+const listWaitMax = 5 * time.Second
 
 // BudgetService implements portcullis.v1.BudgetService on a keeper.
 type BudgetService struct {
@@ -126,7 +131,15 @@ func (s *BudgetService) ListDecisions(ctx context.Context, req *connect.Request[
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("bad page_token"))
 		}
 	}
-	if _, err := s.Keeper.Account(ctx, m.GetAccount()); err != nil {
+	h, err := s.Keeper.Account(ctx, m.GetAccount())
+	if err != nil {
+		return nil, connectError(err)
+	}
+	// Read your writes: the list comes from the views, which may lag this
+	// gateway's own last decision on the account.
+	wctx, cancel := context.WithTimeout(ctx, listWaitMax)
+	defer cancel()
+	if err := s.Decisions.BudgetWaitFor(wctx, h.Seq); err != nil {
 		return nil, connectError(err)
 	}
 	ds, next, err := s.Decisions.ListDecisions(ctx, m.GetAccount(), before, size)

@@ -11,10 +11,16 @@ import (
 // condition: it lands only if the last stream sequence of CheckSubject
 // (its own subject when empty; a subject filter such as an intent's
 // "pc.exec.<token>.*" otherwise) is still ExpectedSeq (0: no event yet).
+//
+// Follows marks a message that continues the decision's previous message on
+// the same subject: it carries no condition of its own (the first
+// message's condition covers the chain), so one decision can append several
+// events to one subject atomically.
 type Message struct {
 	Subject      string
 	CheckSubject string
 	ExpectedSeq  uint64
+	Follows      bool
 	Event        *pb.Event
 }
 

@@ -64,7 +64,7 @@ func (b *budgets) apply(ctx context.Context, entries []Entry) error {
 		h, ok := accounts[name]
 		if !ok {
 			var err error
-			h, err = b.store.Account(ctx, name)
+			h, err = b.store.Account(ctx, name) // a fresh copy, folded in place below
 			if errors.Is(err, ledger.ErrNotFound) {
 				h, err = keeper.Head{Account: &budget.Account{}}, nil
 			}
@@ -79,11 +79,11 @@ func (b *budgets) apply(ctx context.Context, entries []Entry) error {
 		if d == nil {
 			return fmt.Errorf("projector %s seq %d: %w: not a budget event", keeper.Stream, e.Seq, ledger.ErrCorrupt)
 		}
-		next := h.Account.Clone()
-		if err := next.Apply(keeper.FromProto(d)); err != nil {
+		if err := h.Account.Apply(keeper.FromProto(d)); err != nil {
+			// Nothing of this batch is written: the views stay at the checkpoint.
 			return fmt.Errorf("projector %s seq %d: %w: %v", keeper.Stream, e.Seq, ledger.ErrCorrupt, err)
 		}
-		accounts[name] = keeper.Head{Seq: e.Seq, Hash: ev.GetHash(), Account: next}
+		accounts[name] = keeper.Head{Seq: e.Seq, Hash: ev.GetHash(), Account: h.Account}
 		rows = append(rows, BudgetRow{Seq: e.Seq, Account: name, Data: e.Data})
 	}
 	return b.store.WriteBudget(accounts, rows, entries[len(entries)-1].Seq)

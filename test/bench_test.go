@@ -36,7 +36,8 @@ func runCallers(b *testing.B, callers int, op func(caller, i int) error) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, callers)
 	var wg sync.WaitGroup
-	var failed atomic.Value
+	var failMu sync.Mutex
+	var failed error
 	b.ResetTimer()
 	start := time.Now()
 	for c := range callers {
@@ -50,7 +51,9 @@ func runCallers(b *testing.B, callers int, op func(caller, i int) error) {
 				}
 				t0 := time.Now()
 				if err := op(c, i); err != nil {
-					failed.Store(err)
+					failMu.Lock()
+					failed = err
+					failMu.Unlock()
 					return
 				}
 				lat[c] = append(lat[c], time.Since(t0))
@@ -60,8 +63,8 @@ func runCallers(b *testing.B, callers int, op func(caller, i int) error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
+	if failed != nil {
+		b.Fatal(failed)
 	}
 	reportLatency(b, elapsed, slices.Concat(lat...))
 }

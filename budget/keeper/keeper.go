@@ -28,6 +28,8 @@ const (
 	subjectPrefix = "pc.budget."
 	maxRounds     = 512
 	catchUpMax    = 10 * time.Second
+	groupWaitMax  = 30 * time.Second // one group's decision, including catch-ups
+	maxLanes      = 1 << 14          // idle lanes are dropped beyond this
 )
 
 // Subjects are the subjects the budget stream captures.
@@ -73,8 +75,9 @@ type Keeper struct {
 	gatewayID string
 	now       func() time.Time
 
-	mu  sync.Mutex
-	own map[string]Head // this gateway's last write per account
+	mu    sync.Mutex
+	own   map[string]Head  // this gateway's last write per account
+	lanes map[string]*lane // per-account command queues
 }
 
 // New returns a Keeper.
@@ -82,7 +85,7 @@ func New(log ledger.Log, views Views, gatewayID string, now func() time.Time) *K
 	if now == nil {
 		now = time.Now
 	}
-	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}}
+	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}, lanes: map[string]*lane{}}
 }
 
 // Result is a decided command: the decision (or the answer for a retry)
@@ -164,66 +167,204 @@ func (k *Keeper) Account(ctx context.Context, name string) (Head, error) {
 
 type decideFunc func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error)
 
-// decide runs one command: read, decide, append under CAS, catch up on
-// conflict. Nothing is appended when the decision is an error or a retry.
+// command is one caller's command waiting in its account's lane.
+type command struct {
+	f    decideFunc
+	res  Result
+	err  error
+	done chan struct{}
+}
+
+// lane serializes one account's commands on this gateway and coalesces
+// those that arrive while a decision is in flight into the next one: a hot
+// account is decided in groups, each group appended as one atomic decision
+// (the first event's condition covers the rest), instead of every caller
+// racing every other for the account's subject.
+type lane struct {
+	mu    sync.Mutex
+	queue []*command
+	busy  bool
+}
+
+// maxGroup bounds how many commands one decision carries.
+const maxGroup = 256
+
+func (k *Keeper) lane(account string) *lane {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l, ok := k.lanes[account]
+	if !ok {
+		if len(k.lanes) >= maxLanes {
+			for name, old := range k.lanes { // drop idle lanes
+				old.mu.Lock()
+				idle := !old.busy && len(old.queue) == 0
+				old.mu.Unlock()
+				if idle {
+					delete(k.lanes, name)
+				}
+			}
+		}
+		l = &lane{}
+		k.lanes[account] = l
+	}
+	return l
+}
+
+// decide runs one command: it joins the account's lane and waits for its
+// answer.
 func (k *Keeper) decide(ctx context.Context, account string, f decideFunc) (Result, error) {
 	if !accountName.MatchString(account) {
 		return Result{}, fmt.Errorf("account %q: %w", account, ErrBadAccount)
 	}
+	cmd := &command{f: f, done: make(chan struct{})}
+	l := k.lane(account)
+	l.mu.Lock()
+	l.queue = append(l.queue, cmd)
+	if !l.busy {
+		l.busy = true
+		go k.drain(account, l)
+	}
+	l.mu.Unlock()
+	select {
+	case <-cmd.done:
+		return cmd.res, cmd.err
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("%w: %v", ledger.ErrAppendUnknown, ctx.Err())
+	}
+}
+
+// drain decides the lane's groups (everything queued, up to maxGroup) one
+// after another until the lane is empty. It runs on its own, so no caller
+// decides for others and a caller that gives up stalls nobody.
+func (k *Keeper) drain(account string, l *lane) {
+	for {
+		l.mu.Lock()
+		n := min(len(l.queue), maxGroup)
+		if n == 0 {
+			l.busy = false
+			l.mu.Unlock()
+			return
+		}
+		group := l.queue[:n:n]
+		l.queue = l.queue[n:]
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), groupWaitMax)
+		k.decideGroup(ctx, account, group)
+		cancel()
+	}
+}
+
+// decideGroup decides a group of commands in order against one read of the
+// account and appends their events as one decision; on a conflict it
+// catches up and decides the whole group again. Commands that append
+// nothing (errors, retries answered from the account) are answered only
+// once the group's events have landed, so every answer follows from a
+// state the log holds.
+func (k *Keeper) decideGroup(ctx context.Context, account string, group []*command) {
 	caughtUp := false
+	finish := func(c *command, r Result, err error) {
+		c.res, c.err = r, err
+		close(c.done)
+	}
 	for range maxRounds {
 		h, err := k.head(ctx, account)
 		if errors.Is(err, ledger.ErrNotFound) {
 			h, err = Head{Account: &budget.Account{}}, nil
 		}
 		if err != nil {
-			return Result{}, err
-		}
-		e, outcome, err := f(h.Account.Clone(), k.now())
-		if errors.Is(err, budget.ErrUnknownAccount) && !caughtUp {
-			caughtUp = true // another gateway may have just created it
-			if err := k.catchUp(ctx, nil); err != nil {
-				return Result{}, err
+			for _, c := range group {
+				finish(c, Result{}, err)
 			}
-			continue
+			return
 		}
-		if err != nil {
-			return Result{}, err
+		state := h.Account.Clone()
+		now := k.now()
+		type answer struct {
+			res   Result
+			err   error
+			event int // index in evs, -1 when nothing is appended
 		}
-		if e == nil {
-			return Result{Account: h.Account, Outcome: outcome}, nil
+		answers := make([]answer, len(group))
+		var evs []*pb.Event
+		var msgs []ledger.Message
+		var states []*budget.Account
+		unknown := false
+		prevHash := h.Hash
+		summary := func(a *budget.Account) *budget.Account {
+			cp := *a // the answer needs the totals, not the maps
+			cp.Holds, cp.Closed = nil, nil
+			return &cp
 		}
-		next := h.Account.Clone()
-		if err := next.Apply(*e); err != nil {
-			panic(fmt.Sprintf("keeper: decided an event that does not fold: %v", err))
-		}
-		ev := &pb.Event{
-			EventId: "evt_" + ulid.Make().String(), Type: EventType(e.Kind), Subject: Subject(account),
-			TimeUnixNano: e.At.UnixNano(), GatewayId: k.gatewayID,
-			Body: &pb.Event_BudgetChanged{BudgetChanged: ToProto(*e)},
-		}
-		ledger.Seal(ev, h.Hash)
-		seqs, err := k.log.Append(ctx, ledger.Message{Subject: ev.Subject, ExpectedSeq: h.Seq, Event: ev})
-		if errors.Is(err, ledger.ErrConflict) {
-			if err := k.catchUp(ctx, err); err != nil {
-				return Result{}, err
+		for i, c := range group {
+			e, outcome, err := c.f(state, now) // decision functions never change the account
+			if errors.Is(err, budget.ErrUnknownAccount) {
+				unknown = true
 			}
-			continue
+			if err != nil || e == nil {
+				answers[i] = answer{res: Result{Account: summary(state), Outcome: outcome}, err: err, event: -1}
+				continue
+			}
+			if err := state.Apply(*e); err != nil {
+				panic(fmt.Sprintf("keeper: decided an event that does not fold: %v", err))
+			}
+			ev := &pb.Event{
+				EventId: "evt_" + ulid.Make().String(), Type: EventType(e.Kind), Subject: Subject(account),
+				TimeUnixNano: e.At.UnixNano(), GatewayId: k.gatewayID,
+				Body: &pb.Event_BudgetChanged{BudgetChanged: ToProto(*e)},
+			}
+			ledger.Seal(ev, prevHash)
+			prevHash = ev.Hash
+			msgs = append(msgs, ledger.Message{Subject: ev.Subject, ExpectedSeq: h.Seq, Follows: len(msgs) > 0, Event: ev})
+			answers[i] = answer{res: Result{Outcome: outcome}, event: len(evs)}
+			evs = append(evs, ev)
+			states = append(states, summary(state))
 		}
-		if err != nil {
-			return Result{}, err
+		if unknown && !caughtUp {
+			caughtUp = true // another gateway may have just created the account
+			if err := k.catchUp(ctx, nil); err == nil {
+				continue
+			}
 		}
-		nh := Head{Seq: seqs[0], Hash: ev.Hash, Account: next}
-		k.mu.Lock()
-		if k.own[account].Seq < nh.Seq {
-			k.own[account] = nh
+		var seqs []uint64
+		if len(msgs) > 0 {
+			seqs, err = k.log.Append(ctx, msgs...)
+			if errors.Is(err, ledger.ErrConflict) {
+				if err := k.catchUp(ctx, err); err != nil {
+					for _, c := range group {
+						finish(c, Result{}, err)
+					}
+					return
+				}
+				continue
+			}
+			if err != nil {
+				for _, c := range group {
+					finish(c, Result{}, err)
+				}
+				return
+			}
+			last := len(evs) - 1
+			nh := Head{Seq: seqs[last], Hash: evs[last].Hash, Account: state}
+			k.mu.Lock()
+			if k.own[account].Seq < nh.Seq {
+				k.own[account] = nh
+			}
+			k.mu.Unlock()
 		}
-		k.mu.Unlock()
-		d := ev.GetBudgetChanged()
-		d.StreamSeq = seqs[0]
-		return Result{Decision: d, Account: next, Outcome: outcome}, nil
+		for i, c := range group {
+			a := answers[i]
+			if a.event >= 0 {
+				d := evs[a.event].GetBudgetChanged()
+				d.StreamSeq = seqs[a.event]
+				a.res.Decision, a.res.Account = d, states[a.event]
+			}
+			finish(c, a.res, a.err)
+		}
+		return
 	}
-	return Result{}, ledger.ErrContended
+	for _, c := range group {
+		finish(c, Result{}, ledger.ErrContended)
+	}
 }
 
 // head is the newer of this gateway's own last write and the views.

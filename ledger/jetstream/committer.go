@@ -43,6 +43,7 @@ type outMsg struct {
 	subject  string
 	check    string // subject (filter) the condition is on; "" = subject
 	expected uint64
+	follows  bool // no condition: continues the previous message of its decision
 	data     []byte
 }
 
@@ -226,6 +227,9 @@ func (c *committer) collect(carry []*decision) (batch, held []*decision) {
 			return
 		}
 		for _, m := range d.msgs {
+			if m.follows {
+				continue
+			}
 			if seq, moved := c.known.moved(m.checked(), m.expected); moved {
 				d.finish(nil, &ledger.ConflictError{Subject: m.checked(), Expected: m.expected, ActualSeq: seq})
 				return
@@ -384,6 +388,9 @@ func (c *committer) publish(msgs []outMsg) (uint64, error) {
 
 // header carries the message's compare-and-set condition.
 func (m outMsg) header() nats.Header {
+	if m.follows {
+		return nats.Header{}
+	}
 	h := nats.Header{"Nats-Expected-Last-Subject-Sequence": {strconv.FormatUint(m.expected, 10)}}
 	if m.check != "" {
 		h["Nats-Expected-Last-Subject-Sequence-Subject"] = []string{m.check}

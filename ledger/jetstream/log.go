@@ -72,7 +72,10 @@ func (l *Log) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, err
 		if len(data) > MaxMsgBytes-1024 {
 			return nil, fmt.Errorf("append %s: event of %d bytes exceeds the %d-byte limit", m.Subject, len(data), MaxMsgBytes-1024)
 		}
-		d.msgs[i] = outMsg{subject: m.Subject, check: m.CheckSubject, expected: m.ExpectedSeq, data: data}
+		if m.Follows && (i == 0 || msgs[i-1].Subject != m.Subject) {
+			return nil, fmt.Errorf("append %s: a following message must come right after one on its subject", m.Subject)
+		}
+		d.msgs[i] = outMsg{subject: m.Subject, check: m.CheckSubject, expected: m.ExpectedSeq, follows: m.Follows, data: data}
 	}
 	return l.c.submit(ctx, d)
 }

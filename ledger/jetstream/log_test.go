@@ -237,3 +237,24 @@ func TestConditionOnSubjectFilter(t *testing.T) {
 		t.Fatalf("create on a stale intent: %v, want ErrConflict", err)
 	}
 }
+
+// Several events on one subject in one decision: the first carries the
+// condition, the rest follow it, and all land or none do.
+func TestFollowingMessagesShareOneCondition(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{})
+	seqs, err := l.Append(ctx, msg("t.acct", 0), ledger.Message{Subject: "t.acct", Follows: true, Event: testEvent("t.acct", nil)})
+	if err != nil || seqs[1] != seqs[0]+1 {
+		t.Fatalf("chain of two: %v %v", seqs, err)
+	}
+	_, err = l.Append(ctx, msg("t.acct", seqs[0]), ledger.Message{Subject: "t.acct", Follows: true, Event: testEvent("t.acct", nil)})
+	if !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("stale chain: %v, want ErrConflict", err)
+	}
+	if n := streamMsgs(t, l); n != 2 {
+		t.Fatalf("a refused chain left %d events, want 2", n)
+	}
+	if _, err := l.Append(ctx, ledger.Message{Subject: "t.other", Follows: true, Event: testEvent("t.other", nil)}); err == nil {
+		t.Fatal("a following message without a leader was accepted")
+	}
+}
