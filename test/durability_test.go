@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -238,5 +239,21 @@ func TestSIGTERMShutsDownGracefully(t *testing.T) {
 	serveProcess(t, dataDir, addr, cfg)
 	if _, err := c.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: res.Msg.GetExecution().GetExecutionId()})); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A bad config is refused at start with the file, the line, the key and the reason.
+func TestBadConfigRefusedAtStart(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(cfg, []byte("tools:\n  deploy_release:\n    retry: sometimes\n    match_window: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--config", cfg).CombinedOutput()
+	if err == nil {
+		t.Fatal("serve started with a bad config")
+	}
+	want := cfg + `:3: tools.deploy_release.retry: unknown retry class "sometimes"`
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("error does not say %q:\n%s", want, out)
 	}
 }
