@@ -442,6 +442,13 @@ func (s *Service) intent(ctx context.Context, token string) (IntentHead, error) 
 // when unknown, the stream's last sequence now), so the next round decides
 // on what the winner wrote.
 func (s *Service) catchUp(ctx context.Context, conflict error) error {
+	return CatchUp(ctx, s.log, s.views.WaitFor, conflict)
+}
+
+// CatchUp is how every decider recovers from a lost compare-and-set: wait
+// (bounded) until the views hold the sequence the conflict named, or the
+// stream's last sequence when it named none.
+func CatchUp(ctx context.Context, log Log, waitFor func(context.Context, uint64) error, conflict error) error {
 	var seq uint64
 	var ce *ConflictError
 	if errors.As(conflict, &ce) {
@@ -449,13 +456,13 @@ func (s *Service) catchUp(ctx context.Context, conflict error) error {
 	}
 	if seq == 0 {
 		var err error
-		if seq, err = s.log.LastSeq(ctx); err != nil {
+		if seq, err = log.LastSeq(ctx); err != nil {
 			return err
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, catchUpWaitMax)
 	defer cancel()
-	if err := s.views.WaitFor(wctx, seq); err != nil {
+	if err := waitFor(wctx, seq); err != nil {
 		return fmt.Errorf("catch up to sequence %d: %w", seq, err)
 	}
 	return nil

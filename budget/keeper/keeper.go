@@ -27,7 +27,6 @@ const (
 	Stream        = "PORTCULLIS_BUDGET"
 	subjectPrefix = "pc.budget."
 	maxRounds     = 512
-	catchUpMax    = 10 * time.Second
 	groupWaitMax  = 30 * time.Second // one group's decision, including catch-ups
 	maxLanes      = 1 << 14          // idle lanes are dropped beyond this
 )
@@ -387,18 +386,5 @@ func (k *Keeper) head(ctx context.Context, account string) (Head, error) {
 }
 
 func (k *Keeper) catchUp(ctx context.Context, conflict error) error {
-	var seq uint64
-	var ce *ledger.ConflictError
-	if errors.As(conflict, &ce) {
-		seq = ce.ActualSeq
-	}
-	if seq == 0 {
-		var err error
-		if seq, err = k.log.LastSeq(ctx); err != nil {
-			return err
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, catchUpMax)
-	defer cancel()
-	return k.views.BudgetWaitFor(wctx, seq)
+	return ledger.CatchUp(ctx, k.log, k.views.BudgetWaitFor, conflict)
 }
