@@ -48,6 +48,9 @@ type Config struct {
 	Path      string          // the file it came from, as given to Load or Parse
 	GatewayID string          // gateway.id; "" when not set
 	Tools     map[string]Tool // by tool name; never nil
+	// Agents maps the SHA-256 (hex) of a bearer token to the actor it
+	// authenticates on the MCP endpoint. The token itself is never stored.
+	Agents map[string]string
 }
 
 // Tool is one entry under tools: the tool definition the MCP gateway offers
@@ -60,7 +63,15 @@ type Tool struct {
 	CredentialRef string
 	Method        string
 	InputSchema   []byte // JSON object; nil when absent
-	Contract      contract.Contract
+	// IdempotencyHeader names the header that carries the execution id to
+	// an http target ("" = Idempotency-Key).
+	IdempotencyHeader string
+	// StatusURL is the target's status endpoint for status_query tools;
+	// "{execution_id}" is replaced by the execution id.
+	StatusURL string
+	// Timeout bounds one dispatch (0 = the executor's default).
+	Timeout  time.Duration
+	Contract contract.Contract
 }
 
 // Channels the gateway can dispatch on.

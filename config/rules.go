@@ -33,11 +33,44 @@ func (d *decoder) config(n ast.Node) *Config {
 			d.tools(e, cfg)
 		case "gateway":
 			d.gateway(e, cfg)
+		case "agents":
+			d.agents(e, cfg)
 		default:
-			d.unknownKey(e, "tools, gateway")
+			d.unknownKey(e, "tools, gateway, agents")
 		}
 	}
 	return cfg
+}
+
+// agents decodes agents: {ACTOR: {token_sha256: HEX}}.
+func (d *decoder) agents(a entry, cfg *Config) {
+	entries, ok := d.mapping(a.value, a.path)
+	if !ok {
+		return
+	}
+	cfg.Agents = map[string]string{}
+	for _, ag := range entries {
+		fields, ok := d.mapping(ag.value, ag.path)
+		if !ok {
+			continue
+		}
+		for _, f := range fields {
+			switch f.key {
+			case "token_sha256":
+				h, ok := d.str(f)
+				if !ok {
+					continue
+				}
+				if len(h) != 64 || strings.Trim(strings.ToLower(h), "0123456789abcdef") != "" {
+					d.errorf(f.value, f.path, "want the 64-hex-digit SHA-256 of the agent's bearer token (sha256sum), got %d characters", len(h))
+					continue
+				}
+				cfg.Agents[strings.ToLower(h)] = ag.key
+			default:
+				d.unknownKey(f, "token_sha256")
+			}
+		}
+	}
 }
 
 // gateway decodes gateway: {id}.
@@ -127,8 +160,22 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 			tool.Contract.Fingerprint, fok = d.fingerprint(e)
 		case "budget":
 			tool.Contract.Budget, fok = d.budget(e)
+		case "idempotency_header":
+			tool.IdempotencyHeader, fok = d.str(e)
+		case "status_url":
+			tool.StatusURL, fok = d.str(e)
+		case "timeout":
+			var s string
+			if s, fok = d.str(e); fok {
+				t, err := time.ParseDuration(s)
+				if err != nil || t <= 0 || t > MaxMatchWindow {
+					d.errorf(e.value, e.path, "want a positive duration like 30s, got %q", s)
+					fok = false
+				}
+				tool.Timeout = t
+			}
 		default:
-			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget")
+			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget, idempotency_header, status_url, timeout")
 			fok = false
 		}
 		ok = ok && fok

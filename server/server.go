@@ -29,6 +29,7 @@ import (
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
 )
@@ -163,12 +164,16 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
 
+	mg, err := mcp.New(g.Ledger, cfg, g.log)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
 	g.Addr = ln.Addr().String()
-	g.http = newHTTPServer(g)
+	g.http = newHTTPServer(g, mg)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -181,8 +186,9 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway) *http.Server {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
 	mux := http.NewServeMux()
+	mux.Handle("/mcp", mg.Handler())
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))

@@ -1,0 +1,68 @@
+package mcp
+
+import (
+	"fmt"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+)
+
+// record is the structured part of every answer: what the ledger knows.
+func record(state string, x *pb.Execution, why string) map[string]any {
+	m := map[string]any{
+		"state":        state,
+		"execution_id": x.GetExecutionId(),
+		"tool":         x.GetTool(),
+		"attach_count": x.GetAttachCount(),
+	}
+	if x.GetDispatchedAt() != nil {
+		m["first_dispatched_at"] = x.GetDispatchedAt().AsTime().UTC().Format(time.RFC3339Nano)
+	}
+	if x.GetTargetStatus() != 0 {
+		m["target_status"] = x.GetTargetStatus()
+		m["result_reference"] = x.GetResultReference()
+	}
+	if why != "" {
+		m["why"] = why
+	}
+	return m
+}
+
+// storedResult returns the target's answer (also on a retry: the stored
+// one). A 4xx/5xx answer is a result too, flagged as an error result.
+func storedResult(x *pb.Execution, why string) *sdk.CallToolResult {
+	rec := record("completed", x, why)
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: x.GetResultBody()}},
+		StructuredContent: rec,
+		IsError:           x.GetTargetStatus() >= 400,
+		Meta:              sdk.Meta{MetaExecution: rec},
+	}
+}
+
+// stateResult says clearly where the execution stands and why nothing was
+// (re)sent: not a fabricated error, so the agent can decide what to do.
+func stateResult(state string, x *pb.Execution, why string) *sdk.CallToolResult {
+	rec := record(state, x, why)
+	text := fmt.Sprintf("%s: execution %s", state, x.GetExecutionId())
+	if t, ok := rec["first_dispatched_at"]; ok {
+		text += fmt.Sprintf(", first dispatched at %s", t)
+	}
+	if why != "" {
+		text += "; " + why
+	}
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: text}},
+		StructuredContent: rec,
+		IsError:           state == "denied",
+		Meta:              sdk.Meta{MetaExecution: rec},
+	}
+}
+
+// refused answers a call the gateway did not accept (nothing recorded or
+// sent, or nothing sent).
+func refused(msg string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: msg}}, IsError: true}
+}

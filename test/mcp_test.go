@@ -1,0 +1,282 @@
+package test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-dev/portcullis/server"
+)
+
+const agentToken = "agent-7-secret-token"
+
+// target is a real HTTP API on 127.0.0.1 that counts what it performs. It
+// honours Idempotency-Key (a repeated key performs nothing and answers the
+// first answer) and has a status endpoint per key.
+type target struct {
+	*httptest.Server
+	performed atomic.Int32
+	seen      atomic.Int32 // requests received, including repeats
+	delay     atomic.Int64 // nanoseconds each first request takes
+	mu        sync.Mutex
+	done      map[string]string // key → answer
+}
+
+func newTarget(t *testing.T) *target {
+	tg := &target{done: map[string]string{}}
+	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/status/") {
+			tg.mu.Lock()
+			ans, ok := tg.done[strings.TrimPrefix(r.URL.Path, "/status/")]
+			tg.mu.Unlock()
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, ans)
+			return
+		}
+		tg.seen.Add(1)
+		key := r.Header.Get("Idempotency-Key")
+		tg.mu.Lock()
+		ans, again := tg.done[key]
+		if !again {
+			tg.performed.Add(1)
+			ans = fmt.Sprintf(`{"release":"r-%d","key":%q}`, tg.performed.Load(), key)
+			tg.done[key] = ans
+		}
+		tg.mu.Unlock()
+		if !again {
+			time.Sleep(time.Duration(tg.delay.Load()))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, ans)
+	}))
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+func mcpConfig(t *testing.T, tg *target) string {
+	sum := sha256.Sum256([]byte(agentToken))
+	cfg := fmt.Sprintf(`
+agents:
+  agent-7: {token_sha256: %s}
+tools:
+  deploy_release:
+    description: Deploy a release
+    channel: http
+    method: POST
+    target: %[2]s/releases
+    status_url: %[2]s/status/{execution_id}
+    timeout: 300ms
+    input_schema: {type: object, properties: {release_id: {type: string}}, required: [release_id]}
+    retry: status_query
+    match_window: 1h
+  create_payment:
+    channel: http
+    target: %[2]s/payments
+    timeout: 300ms
+    retry: idempotency_key
+    match_window: 10m
+  rotate_credentials:
+    channel: http
+    target: %[2]s/rotate
+    timeout: 300ms
+    retry: irreversible
+    match_window: until_resolved
+  contract_only:
+    retry: idempotency_key
+    match_window: 10m
+`, hex.EncodeToString(sum[:]), tg.URL)
+	p := filepath.Join(t.TempDir(), "mcp.yaml")
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func startMCPGateway(t *testing.T, cfg, natsURL string) *server.Gateway {
+	g, err := server.Start(context.Background(), server.Options{
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsURL: natsURL, NatsListen: "127.0.0.1:-1",
+		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	return g
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpSession(t *testing.T, g *server.Gateway, token string) (*sdk.ClientSession, error) {
+	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
+	return c.Connect(context.Background(), &sdk.StreamableClientTransport{
+		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+	}, nil)
+}
+
+func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
+	t.Helper()
+	m, ok := r.StructuredContent.(map[string]any)
+	if !ok {
+		t.Fatalf("no structured content: %+v", r)
+	}
+	return m
+}
+
+// The agent's connection is cut while the target is still working; the
+// retry (a new request id) attaches, the target still counts 1, and once
+// the target answered the retry gets the stored result. Also through a
+// second gateway sharing the ledger.
+func TestMCPConnectionCutThenRetryAttaches(t *testing.T) {
+	tg := newTarget(t)
+	cfg := mcpConfig(t, tg)
+	g1 := startMCPGateway(t, cfg, "")
+	g2 := startMCPGateway(t, cfg, g1.NatsURL)
+	for i, retryVia := range []*server.Gateway{g1, g2} {
+		tg.delay.Store(int64(200 * time.Millisecond))
+		s1, err := mcpSession(t, g1, agentToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := map[string]any{"release_id": fmt.Sprintf("2026.07.%d", 22+i)}
+		meta := sdk.Meta{"io.portcullis/intent-scope": "run:5f8097"}
+		cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err = s1.CallTool(cctx, &sdk.CallToolParams{Name: "deploy_release", Arguments: args, Meta: meta})
+		cancel()
+		if err == nil {
+			t.Fatal("the first call should have been cut")
+		}
+		s1.Close()
+		s2, err := mcpSession(t, retryVia, agentToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s2.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: args, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := structured(t, res)
+		if rec["state"] != "completed" || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, `"release":"r-`) {
+			t.Fatalf("retry %d: %+v", i, rec)
+		}
+		if n := tg.performed.Load(); n != int32(i+1) {
+			t.Fatalf("target performed %d deploys, want %d", n, i+1)
+		}
+		s2.Close()
+	}
+	if tg.seen.Load() != 2 {
+		t.Fatalf("target received %d requests, want 2", tg.seen.Load())
+	}
+}
+
+// Timeout after dispatch: idempotency_key resends with the same key (the
+// target sees the key twice and performs once); status_query resolves
+// through the status URL without a second request; irreversible stops at
+// needs_review and sends nothing.
+func TestMCPUnknownOutcomeRecovery(t *testing.T) {
+	tg := newTarget(t)
+	g := startMCPGateway(t, mcpConfig(t, tg), "")
+	s, err := mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	call := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args, Meta: sdk.Meta{"io.portcullis/operation-key": tool + "-op-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return structured(t, r)
+	}
+	for _, tc := range []struct {
+		tool               string
+		wantRetry          string
+		seenAfter, perfAft int32
+	}{
+		{"create_payment", "completed", 2, 1},
+		{"deploy_release", "completed", 1, 1},
+		{"rotate_credentials", "needs_review", 1, 1},
+	} {
+		tg.seen.Store(0)
+		tg.performed.Store(0)
+		tg.delay.Store(int64(700 * time.Millisecond)) // longer than the 300ms dispatch timeout
+		args := map[string]any{"release_id": "r1", "n": 1}
+		if first := call(tc.tool, args); first["state"] != "outcome_unknown" {
+			t.Fatalf("%s first call: %v", tc.tool, first)
+		}
+		time.Sleep(500 * time.Millisecond) // the target finishes its work
+		tg.delay.Store(0)
+		retry := call(tc.tool, args)
+		if retry["state"] != tc.wantRetry {
+			t.Fatalf("%s retry: %v", tc.tool, retry)
+		}
+		if tg.seen.Load() != tc.seenAfter || tg.performed.Load() != tc.perfAft {
+			t.Fatalf("%s: target saw %d requests and performed %d, want %d and %d", tc.tool, tg.seen.Load(), tg.performed.Load(), tc.seenAfter, tc.perfAft)
+		}
+	}
+}
+
+// Bad input: no token or a wrong one, unknown tools, arguments failing the
+// schema, contract-only tools: clear errors and nothing dispatched.
+func TestMCPBadInput(t *testing.T) {
+	tg := newTarget(t)
+	g := startMCPGateway(t, mcpConfig(t, tg), "")
+	for _, tok := range []string{"", "wrong"} {
+		if _, err := mcpSession(t, g, tok); err == nil {
+			t.Fatalf("token %q was accepted", tok)
+		}
+	}
+	s, err := mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tools, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 3 {
+		t.Fatalf("tools/list: %d tools, want the 3 with a channel", len(tools.Tools))
+	}
+	ctx := context.Background()
+	if _, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "drop_database"}); err == nil {
+		t.Fatal("unknown tool called")
+	}
+	r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": 7}})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if r == nil || !r.IsError || !strings.Contains(r.Content[0].(*sdk.TextContent).Text, "input schema") {
+		t.Fatalf("schema violation: %+v", r)
+	}
+	if tg.seen.Load() != 0 {
+		t.Fatalf("bad input reached the target %d times", tg.seen.Load())
+	}
+}
