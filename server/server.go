@@ -192,7 +192,8 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
-	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName}
+	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
+	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName, portcullisv1connect.ApprovalServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -278,5 +279,70 @@ func TestMCPBadInput(t *testing.T) {
 	}
 	if tg.seen.Load() != 0 {
 		t.Fatalf("bad input reached the target %d times", tg.seen.Load())
+	}
+}
+
+// Per-use approval: the call waits in awaiting_approval; a retry shows the
+// same pending approval (no second one); approved, it is dispatched once;
+// denied, retries get the denial. Through `portcullis approvals`.
+func TestMCPPerUseApproval(t *testing.T) {
+	tg := newTarget(t)
+	cfg := mcpConfig(t, tg)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perUse := strings.Replace(string(b), "    retry: irreversible\n", "    retry: irreversible\n    approval: per_use\n", 1)
+	if err := os.WriteFile(cfg, []byte(perUse), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startMCPGateway(t, cfg, "")
+	s, err := mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	call := func(cred string) map[string]any {
+		t.Helper()
+		r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "rotate_credentials", Arguments: map[string]any{"credential": cred}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return structured(t, r)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(binary, append(args, "--addr", "http://"+g.Addr)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	first := call("db-prod")
+	second := call("db-prod")
+	if first["state"] != "awaiting_approval" || second["state"] != "awaiting_approval" || first["execution_id"] != second["execution_id"] {
+		t.Fatalf("pending approval: %v then %v", first, second)
+	}
+	id := first["execution_id"].(string)
+	if list := cli("approvals", "list"); strings.Count(list, "act_") != 1 || !strings.Contains(list, id) {
+		t.Fatalf("pending list:\n%s", list)
+	}
+	cli("approvals", "approve", id, "--by", "alice")
+	if r := call("db-prod"); r["state"] != "completed" || tg.performed.Load() != 1 {
+		t.Fatalf("after approval: %v, performed %d", r, tg.performed.Load())
+	}
+	// The result was delivered: the same call now is a new operation, and
+	// per_use asks a person again.
+	if r := call("db-prod"); r["state"] != "awaiting_approval" || r["execution_id"] == id || tg.seen.Load() != 1 {
+		t.Fatalf("the same call after delivery: %v, target saw %d", r, tg.seen.Load())
+	}
+	other := call("db-staging")["execution_id"].(string)
+	cli("approvals", "deny", other, "--by", "bob", "--reason", "not during the freeze")
+	if r := call("db-staging"); r["state"] != "denied" || !strings.Contains(r["why"].(string), "freeze") {
+		t.Fatalf("retry after denial: %v", r)
+	}
+	if tg.seen.Load() != 1 {
+		t.Fatalf("a denied execution reached the target")
 	}
 }
