@@ -70,7 +70,12 @@ type Tool struct {
 	// "{execution_id}" is replaced by the execution id.
 	StatusURL string
 	// Timeout bounds one dispatch (0 = the executor's default).
-	Timeout  time.Duration
+	Timeout time.Duration
+	// HostKey pins an ssh target's host key (authorized_keys format); there
+	// is no trust on first use.
+	HostKey string
+	// Command is what an ssh tool runs (sh -c; arguments as JSON on stdin).
+	Command  string
 	Contract contract.Contract
 }
 

@@ -164,6 +164,10 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 			tool.IdempotencyHeader, fok = d.str(e)
 		case "status_url":
 			tool.StatusURL, fok = d.str(e)
+		case "host_key":
+			tool.HostKey, fok = d.str(e)
+		case "command":
+			tool.Command, fok = d.str(e)
 		case "timeout":
 			var s string
 			if s, fok = d.str(e); fok {
@@ -175,7 +179,7 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 				tool.Timeout = t
 			}
 		default:
-			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget, idempotency_header, status_url, timeout")
+			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget, idempotency_header, status_url, timeout, host_key, command")
 			fok = false
 		}
 		ok = ok && fok

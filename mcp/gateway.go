@@ -51,6 +51,7 @@ type Gateway struct {
 	tools  map[string]config.Tool
 	agents map[string]string // sha256(token) → actor
 	http   *executor.HTTP
+	ssh    executor.SSH
 	log    *slog.Logger
 
 	schemas map[string]*jsonschema.Resolved
@@ -90,11 +91,7 @@ func (g *Gateway) server() *sdk.Server {
 		if len(t.InputSchema) > 0 {
 			schema = json.RawMessage(t.InputSchema)
 		}
-		desc := t.Description
-		if t.Channel != "http" {
-			desc = strings.TrimSpace(desc + " (unavailable: the " + t.Channel + " executor is not in this build)")
-		}
-		s.AddTool(&sdk.Tool{Name: name, Description: desc, InputSchema: schema}, g.call(t))
+		s.AddTool(&sdk.Tool{Name: name, Description: t.Description, InputSchema: schema}, g.call(t))
 	}
 	return s
 }
@@ -199,9 +196,6 @@ func (g *Gateway) call(t config.Tool) sdk.ToolHandler {
 		if !ok {
 			return nil, errors.New("unauthenticated")
 		}
-		if t.Channel != "http" {
-			return refused(fmt.Sprintf("tool %s is unavailable: the %s executor is not in this build; nothing was recorded or sent", t.Name, t.Channel)), nil
-		}
 		args := []byte(req.Params.Arguments)
 		if len(args) == 0 {
 			args = []byte("{}")
@@ -286,11 +280,7 @@ func (g *Gateway) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, 
 		return refused("not dispatched: " + err.Error()), nil
 	}
 	done := make(chan *pb.Execution, 1)
-	go func() {
-		o := g.http.Do(executor.HTTPRequest{Method: t.Method, URL: t.Target, Body: args, ExecutionID: id,
-			IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
-		done <- g.record(id, o)
-	}()
+	go func() { done <- g.record(id, g.send(t, id, args)) }()
 	select {
 	case rx := <-done:
 		if rx == nil {
@@ -307,6 +297,36 @@ func (g *Gateway) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// send performs one attempt on the tool's channel.
+func (g *Gateway) send(t config.Tool, id string, args []byte) executor.Outcome {
+	if t.Channel != "ssh" {
+		return g.http.Do(executor.HTTPRequest{Method: t.Method, URL: t.Target, Body: args, ExecutionID: id,
+			IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
+	}
+	r := sshRequest(t, id, args)
+	o := g.ssh.Do(r)
+	if o.Observed != executor.Unknown {
+		return o
+	}
+	// The connection dropped: ask the marker before anything else.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch m, code, out, err := g.ssh.Ask(ctx, r); {
+	case err != nil:
+		o.Reason += "; the marker could not be asked: " + err.Error()
+	case m == executor.MarkerDone:
+		return executor.Outcome{Observed: executor.Answered, Status: code, Body: out, ContentType: "text/plain"}
+	case m == executor.MarkerAbsent:
+		return executor.Outcome{Observed: executor.NotSent, Reason: "the remote marker shows the command never started"}
+	}
+	return o
+}
+
+func sshRequest(t config.Tool, id string, args []byte) executor.SSHRequest {
+	return executor.SSHRequest{Target: t.Target, HostKey: t.HostKey, CredentialRef: t.CredentialRef, Command: t.Command,
+		ExecutionID: id, Stdin: args, Timeout: t.Timeout}
 }
 
 // record appends what an attempt observed.
@@ -366,29 +386,51 @@ func (g *Gateway) wait(ctx context.Context, x *pb.Execution, why string) (*sdk.C
 // and resolves it; a proven absence lets the call run as a new execution.
 func (g *Gateway) queryStatus(ctx context.Context, t config.Tool, in ledger.BeginInput, args []byte, x *pb.Execution, nonce string, depth int) (*sdk.CallToolResult, error) {
 	id := x.GetExecutionId()
-	if t.StatusURL == "" {
+	var o executor.Outcome
+	switch {
+	case t.Channel == "ssh":
+		m, code, out, err := g.ssh.Ask(ctx, sshRequest(t, id, nil))
+		switch {
+		case err != nil:
+			return stateResult("outcome_unknown", x, "the remote marker could not be asked ("+err.Error()+"); nothing was resent"), nil
+		case m == executor.MarkerRunning:
+			return stateResult("in_flight", x, "the remote marker shows the command still running; nothing was resent"), nil
+		case m == executor.MarkerAbsent:
+			o = executor.Outcome{Observed: executor.Answered, Status: http.StatusNotFound}
+		default:
+			return g.resolveCompleted(ctx, x, code, out, "the remote marker shows exit status "+fmt.Sprint(code))
+		}
+	case t.StatusURL == "":
 		return stateResult("outcome_unknown", x, "the contract names no status_url; nothing was resent"), nil
+	default:
+		o = g.http.Do(executor.HTTPRequest{Method: http.MethodGet, URL: executor.StatusURL(t.StatusURL, id), ExecutionID: id,
+			IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
 	}
-	o := g.http.Do(executor.HTTPRequest{Method: http.MethodGet, URL: executor.StatusURL(t.StatusURL, id), ExecutionID: id,
-		IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
 	switch {
 	case o.Observed == executor.Answered && o.Status >= 200 && o.Status < 300:
-		rx, err := g.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED,
-			Evidence: "status endpoint answered " + fmt.Sprint(o.Status),
-			Apply: func(x *pb.Execution) {
-				x.TargetStatus, x.ResultBody, x.ResultContentType = int32(o.Status), o.Body, o.ContentType
-				x.ResultReference = "result_" + id[len("act_"):]
-			}})
-		if err != nil {
-			return g.wait(ctx, x, "resolved by another call")
-		}
-		return storedResult(rx, "the status endpoint shows the first call took effect; nothing was resent"), nil
+		return g.resolveCompleted(ctx, x, o.Status, o.Body, "the status endpoint answered "+fmt.Sprint(o.Status))
 	case o.Observed == executor.Answered && o.Status == http.StatusNotFound && depth == 0:
 		if _, err := g.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED,
-			Evidence: "status endpoint answered 404"}); err != nil {
+			Evidence: "absence proven (status 404 or no remote marker)"}); err != nil {
 			return g.wait(ctx, x, "resolved by another call")
 		}
 		return g.run(ctx, t, in, args, nonce, depth+1)
 	}
 	return stateResult("outcome_unknown", x, "the status endpoint did not settle it ("+fmt.Sprint(o.Status)+" "+o.Reason+"); nothing was resent"), nil
+}
+
+// resolveCompleted settles an unknown outcome as completed with the
+// evidence found, and returns the result.
+func (g *Gateway) resolveCompleted(ctx context.Context, x *pb.Execution, status int, body, evidence string) (*sdk.CallToolResult, error) {
+	id := x.GetExecutionId()
+	rx, err := g.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED,
+		Evidence: evidence,
+		Apply: func(x *pb.Execution) {
+			x.TargetStatus, x.ResultBody = int32(status), body
+			x.ResultReference = "result_" + id[len("act_"):]
+		}})
+	if err != nil {
+		return g.wait(ctx, x, "resolved by another call")
+	}
+	return storedResult(rx, evidence+"; the first call took effect; nothing was resent"), nil
 }

@@ -20,7 +20,7 @@ func record(state string, x *pb.Execution, why string) map[string]any {
 	if x.GetDispatchedAt() != nil {
 		m["first_dispatched_at"] = x.GetDispatchedAt().AsTime().UTC().Format(time.RFC3339Nano)
 	}
-	if x.GetTargetStatus() != 0 {
+	if x.GetResultReference() != "" { // an observed answer (exit status 0 included)
 		m["target_status"] = x.GetTargetStatus()
 		m["result_reference"] = x.GetResultReference()
 	}
@@ -37,7 +37,7 @@ func storedResult(x *pb.Execution, why string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: x.GetResultBody()}},
 		StructuredContent: rec,
-		IsError:           x.GetTargetStatus() >= 400,
+		IsError:           failed(x),
 		Meta:              sdk.Meta{MetaExecution: rec},
 	}
 }
@@ -65,4 +65,12 @@ func stateResult(state string, x *pb.Execution, why string) *sdk.CallToolResult 
 // sent, or nothing sent).
 func refused(msg string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: msg}}, IsError: true}
+}
+
+// failed: the target's answer is an error (a 4xx/5xx status, a non-zero exit).
+func failed(x *pb.Execution) bool {
+	if x.GetChannel() == "ssh" {
+		return x.GetTargetStatus() != 0
+	}
+	return x.GetTargetStatus() >= 400
 }
