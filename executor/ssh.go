@@ -200,4 +200,3 @@ func (l *limited) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
