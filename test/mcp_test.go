@@ -38,7 +38,9 @@ type target struct {
 	done      map[string]string // key → answer
 }
 
-func newTarget(t *testing.T) *target {
+func newTarget(t *testing.T) *target { return newTargetB(t) }
+
+func newTargetB(t testing.TB) *target {
 	tg := &target{done: map[string]string{}}
 	tg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/status/") {
@@ -74,7 +76,9 @@ func newTarget(t *testing.T) *target {
 	return tg
 }
 
-func mcpConfig(t *testing.T, tg *target) string {
+func mcpConfig(t *testing.T, tg *target) string { return mcpConfigB(t, tg) }
+
+func mcpConfigB(t testing.TB, tg *target) string {
 	sum := sha256.Sum256([]byte(agentToken))
 	cfg := fmt.Sprintf(`
 agents:
@@ -113,7 +117,13 @@ tools:
 	return p
 }
 
+func startMCPGatewayB(t testing.TB, cfg string) *server.Gateway { return startMCPGatewayTB(t, cfg, "") }
+
 func startMCPGateway(t *testing.T, cfg, natsURL string) *server.Gateway {
+	return startMCPGatewayTB(t, cfg, natsURL)
+}
+
+func startMCPGatewayTB(t testing.TB, cfg, natsURL string) *server.Gateway {
 	g, err := server.Start(context.Background(), server.Options{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsURL: natsURL, NatsListen: "127.0.0.1:-1",
 		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -133,7 +143,11 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func mcpSession(t *testing.T, g *server.Gateway, token string) (*sdk.ClientSession, error) {
+func mcpSessionB(g *server.Gateway) (*sdk.ClientSession, error) {
+	return mcpSession(nil, g, agentToken)
+}
+
+func mcpSession(_ *testing.T, g *server.Gateway, token string) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
 	return c.Connect(context.Background(), &sdk.StreamableClientTransport{
 		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
@@ -344,5 +358,51 @@ func TestMCPPerUseApproval(t *testing.T) {
 	}
 	if tg.seen.Load() != 1 {
 		t.Fatalf("a denied execution reached the target")
+	}
+}
+
+// Raw protocol abuse: malformed JSON-RPC and oversized bodies get clear
+// errors; a secret-bearing argument never reaches the stream in the clear.
+func TestMCPMalformedAndSecrets(t *testing.T) {
+	tg := newTarget(t)
+	cfg := mcpConfig(t, tg)
+	b, _ := os.ReadFile(cfg)
+	withSecret := strings.Replace(string(b), "    retry: status_query\n", "    retry: status_query\n    fingerprint: {secrets: [token]}\n", 1)
+	if err := os.WriteFile(cfg, []byte(withSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startMCPGateway(t, cfg, "")
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+agentToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if code, out := post(`{"jsonrpc":"2.0","id":1,"method":`); code < 400 {
+		t.Fatalf("malformed JSON-RPC: %d %s", code, out)
+	}
+	if code, _ := post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"deploy_release","arguments":{"blob":"` + strings.Repeat("x", 2<<20) + `"}}}`); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized body: %d", code)
+	}
+	s, err := mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	secret := "tok-very-secret-9f8e7d"
+	if _, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": "r1", "token": secret}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range subjectEvents(t, ledgerStream(t, g), "pc.>") {
+		if strings.Contains(ev.String(), secret) {
+			t.Fatalf("secret in event %s", ev.GetEventId())
+		}
 	}
 }
