@@ -346,8 +346,9 @@ func TestMCPPerUseApproval(t *testing.T) {
 	if r := call("db-prod"); r["state"] != "completed" || tg.performed.Load() != 1 {
 		t.Fatalf("after approval: %v, performed %d", r, tg.performed.Load())
 	}
-	// The result was delivered: the same call now is a new operation, and
-	// per_use asks a person again.
+	// Once the result is marked delivered (after the response was written),
+	// the same call is a new operation, and per_use asks a person again.
+	waitState(t, g, id, "STATE_DELIVERED")
 	if r := call("db-prod"); r["state"] != "awaiting_approval" || r["execution_id"] == id || tg.seen.Load() != 1 {
 		t.Fatalf("the same call after delivery: %v, target saw %d", r, tg.seen.Load())
 	}
@@ -404,5 +405,21 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 		if strings.Contains(ev.String(), secret) {
 			t.Fatalf("secret in event %s", ev.GetEventId())
 		}
+	}
+}
+
+// waitState polls the ledger until the execution reaches state (bounded).
+func waitState(t *testing.T, g *server.Gateway, id, state string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		x, err := g.Ledger.Get(context.Background(), id)
+		if err == nil && x.GetState().String() == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %s never reached %s (%v, %v)", id, state, x.GetState(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
