@@ -51,6 +51,9 @@ type Config struct {
 	// Agents maps the SHA-256 (hex) of a bearer token to the actor it
 	// authenticates on the MCP endpoint. The token itself is never stored.
 	Agents map[string]string
+	// VaultLocked: the vault is locked and every agent action is refused
+	// before anything is recorded or sent (vault: {locked: true}).
+	VaultLocked bool
 }
 
 // Tool is one entry under tools: the tool definition the MCP gateway offers

@@ -35,8 +35,10 @@ func (d *decoder) config(n ast.Node) *Config {
 			d.gateway(e, cfg)
 		case "agents":
 			d.agents(e, cfg)
+		case "vault":
+			d.vault(e, cfg)
 		default:
-			d.unknownKey(e, "tools, gateway, agents")
+			d.unknownKey(e, "tools, gateway, agents, vault")
 		}
 	}
 	return cfg
@@ -69,6 +71,32 @@ func (d *decoder) agents(a entry, cfg *Config) {
 			default:
 				d.unknownKey(f, "token_sha256")
 			}
+		}
+	}
+}
+
+// vault decodes vault: {locked: BOOL}.
+func (d *decoder) vault(v entry, cfg *Config) {
+	entries, ok := d.mapping(v.value, v.path)
+	if !ok {
+		return
+	}
+	for _, e := range entries {
+		switch e.key {
+		case "locked":
+			s, ok := d.str(e)
+			if !ok {
+				continue
+			}
+			switch s {
+			case "true":
+				cfg.VaultLocked = true
+			case "false":
+			default:
+				d.errorf(e.value, e.path, "want true or false, got %q", s)
+			}
+		default:
+			d.unknownKey(e, "locked")
 		}
 	}
 }

@@ -53,6 +53,7 @@ type Gateway struct {
 	http   *executor.HTTP
 	ssh    executor.SSH
 	log    *slog.Logger
+	locked bool // the vault is locked: every action is refused
 
 	schemas map[string]*jsonschema.Resolved
 
@@ -62,7 +63,7 @@ type Gateway struct {
 
 // New builds the gateway from the config's tools and agents.
 func New(l *ledger.Service, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{ledger: l, tools: map[string]config.Tool{}, agents: cfg.Agents, http: executor.NewHTTP(), log: log,
+	g := &Gateway{ledger: l, tools: map[string]config.Tool{}, agents: cfg.Agents, http: executor.NewHTTP(), log: log, locked: cfg.VaultLocked,
 		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}}
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
@@ -195,6 +196,9 @@ func (g *Gateway) call(t config.Tool) sdk.ToolHandler {
 		actor, ok := g.actor(req.Extra.Header)
 		if !ok {
 			return nil, errors.New("unauthenticated")
+		}
+		if g.locked {
+			return refused("the vault is locked: no action is taken; nothing was recorded or sent"), nil
 		}
 		args := []byte(req.Params.Arguments)
 		if len(args) == 0 {

@@ -423,3 +423,29 @@ func waitState(t *testing.T, g *server.Gateway, id, state string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A locked vault refuses every action before anything is recorded or sent.
+func TestMCPLockedVaultRefusesEverything(t *testing.T) {
+	tg := newTarget(t)
+	cfg := mcpConfig(t, tg)
+	b, _ := os.ReadFile(cfg)
+	if err := os.WriteFile(cfg, append([]byte("vault: {locked: true}\n"), b...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startMCPGateway(t, cfg, "")
+	s, err := mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": "r1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsError || !strings.Contains(r.Content[0].(*sdk.TextContent).Text, "vault is locked") || tg.seen.Load() != 0 {
+		t.Fatalf("locked vault: %+v, target saw %d", r, tg.seen.Load())
+	}
+	if n := streamCount(t, ledgerStream(t, g)); n != 0 {
+		t.Fatalf("a locked vault recorded %d events", n)
+	}
+}
