@@ -51,6 +51,9 @@ type Config struct {
 	// Agents maps the SHA-256 (hex) of a bearer token to the actor it
 	// authenticates on the MCP endpoint. The token itself is never stored.
 	Agents map[string]string
+	// Upstreams are MCP servers whose tools the gateway proxies (each tool
+	// still needs a contract here), by name.
+	Upstreams map[string]Upstream
 	// VaultLocked: the vault is locked and every agent action is refused
 	// before anything is recorded or sent (vault: {locked: true}).
 	VaultLocked bool
@@ -78,12 +81,14 @@ type Tool struct {
 	// is no trust on first use.
 	HostKey string
 	// Command is what an ssh tool runs (sh -c; arguments as JSON on stdin).
-	Command  string
+	Command string
+	// Upstream names the upstream MCP server of a channel: mcp tool.
+	Upstream string
 	Contract contract.Contract
 }
 
 // Channels the gateway can dispatch on.
-var channels = []string{"http", "ssh"}
+var channels = []string{"http", "ssh", "mcp"}
 
 // Load reads and validates the config file at path. The error of a bad
 // config reads "path:line: key.path: reason", one line per problem.
@@ -160,4 +165,11 @@ func joinErrors(errs []*Error) error {
 		all[i] = e
 	}
 	return errors.Join(all...)
+}
+
+// Upstream is an MCP server the gateway proxies.
+type Upstream struct {
+	Name          string
+	URL           string // Streamable HTTP endpoint
+	CredentialRef string // env:NAME or file:/path of a bearer token; "" = none
 }

@@ -37,8 +37,10 @@ func (d *decoder) config(n ast.Node) *Config {
 			d.agents(e, cfg)
 		case "vault":
 			d.vault(e, cfg)
+		case "upstreams":
+			d.upstreams(e, cfg)
 		default:
-			d.unknownKey(e, "tools, gateway, agents, vault")
+			d.unknownKey(e, "tools, gateway, agents, vault, upstreams")
 		}
 	}
 	return cfg
@@ -72,6 +74,37 @@ func (d *decoder) agents(a entry, cfg *Config) {
 				d.unknownKey(f, "token_sha256")
 			}
 		}
+	}
+}
+
+// upstreams decodes upstreams: {NAME: {url, credential_ref}}.
+func (d *decoder) upstreams(u entry, cfg *Config) {
+	entries, ok := d.mapping(u.value, u.path)
+	if !ok {
+		return
+	}
+	cfg.Upstreams = map[string]Upstream{}
+	for _, up := range entries {
+		fields, ok := d.mapping(up.value, up.path)
+		if !ok {
+			continue
+		}
+		x := Upstream{Name: up.key}
+		for _, f := range fields {
+			switch f.key {
+			case "url":
+				x.URL, _ = d.str(f)
+			case "credential_ref":
+				x.CredentialRef, _ = d.str(f)
+			default:
+				d.unknownKey(f, "url, credential_ref")
+			}
+		}
+		if x.URL == "" {
+			d.errorf(up.value, up.path+".url", "missing (want the upstream's Streamable HTTP endpoint)")
+			continue
+		}
+		cfg.Upstreams[up.key] = x
 	}
 }
 
@@ -194,6 +227,8 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 			tool.StatusURL, fok = d.str(e)
 		case "host_key":
 			tool.HostKey, fok = d.str(e)
+		case "upstream":
+			tool.Upstream, fok = d.str(e)
 		case "command":
 			tool.Command, fok = d.str(e)
 		case "timeout":
@@ -207,7 +242,7 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 				tool.Timeout = t
 			}
 		default:
-			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget, idempotency_header, status_url, timeout, host_key, command")
+			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget, idempotency_header, status_url, timeout, host_key, command, upstream")
 			fok = false
 		}
 		ok = ok && fok

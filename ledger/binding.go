@@ -119,8 +119,8 @@ func holdOf(x *pb.Execution) BudgetHold {
 // status 0 on ssh, a 2xx answer otherwise. Any other answer is the target
 // refusing: the hold is released.
 func succeeded(x *pb.Execution) bool {
-	if x.GetChannel() == "ssh" {
-		return x.GetTargetStatus() == 0
+	if x.GetChannel() == "ssh" || x.GetChannel() == "mcp" {
+		return x.GetTargetStatus() == 0 // exit status; an upstream's isError
 	}
 	return x.GetTargetStatus() >= 200 && x.GetTargetStatus() < 300
 }

@@ -55,6 +55,8 @@ type Gateway struct {
 	log    *slog.Logger
 	locked bool // the vault is locked: every action is refused
 
+	upstreams map[string]*upstream
+
 	schemas map[string]*jsonschema.Resolved
 
 	mu      sync.Mutex
@@ -82,6 +84,7 @@ func New(l *ledger.Service, cfg *config.Config, log *slog.Logger) (*Gateway, err
 		}
 		g.tools[name], g.schemas[name] = t, rs
 	}
+	g.openUpstreams(cfg)
 	return g, nil
 }
 
@@ -92,9 +95,40 @@ func (g *Gateway) server() *sdk.Server {
 		if len(t.InputSchema) > 0 {
 			schema = json.RawMessage(t.InputSchema)
 		}
+		if t.Channel == "mcp" && len(t.InputSchema) == 0 {
+			if up := g.upstreamTool(t.Upstream, name); up != nil {
+				schema = up.InputSchema
+				if t.Description == "" {
+					t.Description = up.Description
+				}
+			}
+		}
 		s.AddTool(&sdk.Tool{Name: name, Description: t.Description, InputSchema: schema}, g.call(t))
 	}
+	for uname, u := range g.upstreams {
+		for _, ut := range u.tools {
+			if ct, ok := g.tools[ut.Name]; ok && ct.Upstream == uname {
+				continue
+			}
+			why := fmt.Sprintf("unavailable: tool %s of upstream %s has no contract in the Portcullis config", ut.Name, uname)
+			s.AddTool(&sdk.Tool{Name: ut.Name, Description: why, InputSchema: ut.InputSchema},
+				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+					return refused(why + "; the call was refused and nothing was sent"), nil
+				})
+		}
+	}
 	return s
+}
+
+func (g *Gateway) upstreamTool(upstream, name string) *sdk.Tool {
+	if u, ok := g.upstreams[upstream]; ok {
+		for _, t := range u.tools {
+			if t.Name == name {
+				return t
+			}
+		}
+	}
+	return nil
 }
 
 // Handler is the /mcp endpoint: bearer authentication, then the SDK's
@@ -305,6 +339,9 @@ func (g *Gateway) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, 
 
 // send performs one attempt on the tool's channel.
 func (g *Gateway) send(t config.Tool, id string, args []byte) executor.Outcome {
+	if t.Channel == "mcp" {
+		return g.callUpstream(t, args)
+	}
 	if t.Channel != "ssh" {
 		return g.http.Do(executor.HTTPRequest{Method: t.Method, URL: t.Target, Body: args, ExecutionID: id,
 			IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})

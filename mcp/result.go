@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -34,6 +35,16 @@ func record(state string, x *pb.Execution, why string) map[string]any {
 // one). A 4xx/5xx answer is a result too, flagged as an error result.
 func storedResult(x *pb.Execution, why string) *sdk.CallToolResult {
 	rec := record("completed", x, why)
+	if x.GetResultContentType() == mcpResultType {
+		var up sdk.CallToolResult
+		if err := json.Unmarshal([]byte(x.GetResultBody()), &up); err == nil {
+			if up.StructuredContent == nil {
+				up.StructuredContent = rec
+			}
+			up.Meta = sdk.Meta{MetaExecution: rec}
+			return &up
+		}
+	}
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: x.GetResultBody()}},
 		StructuredContent: rec,
@@ -69,7 +80,7 @@ func refused(msg string) *sdk.CallToolResult {
 
 // failed: the target's answer is an error (a 4xx/5xx status, a non-zero exit).
 func failed(x *pb.Execution) bool {
-	if x.GetChannel() == "ssh" {
+	if x.GetChannel() == "ssh" || x.GetChannel() == "mcp" {
 		return x.GetTargetStatus() != 0
 	}
 	return x.GetTargetStatus() >= 400

@@ -90,6 +90,7 @@ type Gateway struct {
 	nats    *natsConn
 	jsLog   *ljs.Log
 	budLog  *ljs.Log
+	mcp     *mcp.Gateway
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closeMu sync.Once
@@ -168,6 +169,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.mcp = mg
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
@@ -230,6 +232,9 @@ func (g *Gateway) Close(ctx context.Context) {
 			sctx, cancel := context.WithTimeout(ctx, shutdownWaitMax)
 			_ = g.http.Shutdown(sctx)
 			cancel()
+		}
+		if g.mcp != nil {
+			g.mcp.Close()
 		}
 		if g.cancel != nil {
 			g.cancel()

@@ -449,3 +449,67 @@ func TestMCPLockedVaultRefusesEverything(t *testing.T) {
 		t.Fatalf("a locked vault recorded %d events", n)
 	}
 }
+
+// Upstream MCP servers: their tools are proxied, each still needing a
+// contract; a tool without one is listed as unavailable, with the reason,
+// and calling it is refused.
+func TestMCPUpstreamProxy(t *testing.T) {
+	var charges atomic.Int32
+	up := sdk.NewServer(&sdk.Implementation{Name: "payments", Version: "1"}, nil)
+	up.AddTool(&sdk.Tool{Name: "charge", Description: "Charge a card", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			n := charges.Add(1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("charge ch_%d ok", n)}}}, nil
+		})
+	up.AddTool(&sdk.Tool{Name: "refund", Description: "Refund", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			t.Error("refund reached the upstream")
+			return &sdk.CallToolResult{}, nil
+		})
+	upSrv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return up }, nil))
+	t.Cleanup(upSrv.Close) // after the gateway (cleanups run last-in first-out)
+
+	tg := newTarget(t)
+	cfg := mcpConfig(t, tg)
+	b, _ := os.ReadFile(cfg)
+	extra := fmt.Sprintf("  charge:\n    channel: mcp\n    upstream: payments\n    retry: idempotency_key\n    match_window: 10m\nupstreams:\n  payments: {url: %s}\n", upSrv.URL)
+	if err := os.WriteFile(cfg, append(b, []byte(extra)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startMCPGateway(t, cfg, "")
+	s, err := mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tools, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := map[string]string{}
+	for _, tl := range tools.Tools {
+		desc[tl.Name] = tl.Description
+	}
+	if desc["charge"] != "Charge a card" || !strings.Contains(desc["refund"], "no contract") {
+		t.Fatalf("tools/list: %v", desc)
+	}
+	r, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IsError || r.Content[0].(*sdk.TextContent).Text != "charge ch_1 ok" || charges.Load() != 1 {
+		t.Fatalf("proxied call: %+v", r)
+	}
+	if rec, _ := r.Meta[MetaExecutionKey].(map[string]any); rec["state"] != "completed" {
+		t.Fatalf("no execution record on the proxied result: %v", r.Meta)
+	}
+	r, err = s.CallTool(context.Background(), &sdk.CallToolParams{Name: "refund", Arguments: map[string]any{"id": "ch_1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsError || !strings.Contains(r.Content[0].(*sdk.TextContent).Text, "refused") {
+		t.Fatalf("uncontracted upstream tool: %+v", r)
+	}
+}
+
+const MetaExecutionKey = "io.portcullis/execution"

@@ -1,0 +1,149 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/executor"
+)
+
+const upstreamConnectMax = 10 * time.Second
+
+// upstream is an MCP server whose tools the gateway proxies. Each proxied
+// tool still needs a contract in the config; the others are listed as
+// unavailable, with the reason, and calling them is refused.
+type upstream struct {
+	cfg config.Upstream
+
+	mu      sync.Mutex
+	session *sdk.ClientSession
+	tools   []*sdk.Tool
+}
+
+type credentialTransport struct{ ref string }
+
+func (c credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.ref != "" {
+		tok, err := executor.Credential(c.ref)
+		if err != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect opens (or reuses) the session to the upstream.
+func (u *upstream) connect(ctx context.Context) (*sdk.ClientSession, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.session != nil {
+		return u.session, nil
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "portcullis", Version: "0.1.0"}, nil)
+	s, err := c.Connect(ctx, &sdk.StreamableClientTransport{
+		Endpoint: u.cfg.URL, HTTPClient: &http.Client{Transport: credentialTransport{u.cfg.CredentialRef}},
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", u.cfg.Name, err)
+	}
+	u.session = s
+	return s, nil
+}
+
+func (u *upstream) drop(s *sdk.ClientSession) {
+	u.mu.Lock()
+	if u.session == s {
+		u.session = nil
+	}
+	u.mu.Unlock()
+	s.Close()
+}
+
+// openUpstreams connects to every upstream and lists its tools. An
+// upstream that cannot be reached is logged; its contracted tools are
+// still offered and their calls end NOT_SENT until it answers.
+func (g *Gateway) openUpstreams(cfg *config.Config) {
+	g.upstreams = map[string]*upstream{}
+	for name, uc := range cfg.Upstreams {
+		u := &upstream{cfg: uc}
+		g.upstreams[name] = u
+		ctx, cancel := context.WithTimeout(context.Background(), upstreamConnectMax)
+		s, err := u.connect(ctx)
+		if err == nil {
+			var res *sdk.ListToolsResult
+			if res, err = s.ListTools(ctx, nil); err == nil {
+				u.tools = res.Tools
+			}
+		}
+		cancel()
+		if err != nil {
+			g.log.Warn("upstream MCP server unavailable", "upstream", name, "err", err)
+		}
+	}
+}
+
+// callUpstream sends one call to the upstream tool: the upstream's answer
+// (an error result included) is the observed result.
+func (g *Gateway) callUpstream(t config.Tool, args []byte) executor.Outcome {
+	u, ok := g.upstreams[t.Upstream]
+	if !ok {
+		return executor.Outcome{Observed: executor.NotSent, Reason: "no upstream named " + t.Upstream}
+	}
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = executor.DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	s, err := u.connect(ctx)
+	if err != nil {
+		return executor.Outcome{Observed: executor.NotSent, Reason: "nothing was sent: " + err.Error()}
+	}
+	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: t.Name, Arguments: json.RawMessage(args)})
+	if err != nil {
+		u.drop(s)
+		why := err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			why = "no answer within " + timeout.String()
+		}
+		return executor.Outcome{Observed: executor.Unknown, Reason: "the call was handed to the upstream, no answer: " + why}
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return executor.Outcome{Observed: executor.Unknown, Reason: "unreadable upstream answer: " + err.Error()}
+	}
+	status := 0
+	if res.IsError {
+		status = 1
+	}
+	if len(body) > executor.MaxResultBytes {
+		body = body[:executor.MaxResultBytes]
+	}
+	return executor.Outcome{Observed: executor.Answered, Status: status, Body: string(body), ContentType: mcpResultType}
+}
+
+// mcpResultType marks a stored result that is an upstream CallToolResult.
+const mcpResultType = "application/vnd.mcp.call-tool-result+json"
+
+// Close ends the sessions to the upstreams.
+func (g *Gateway) Close() {
+	for _, u := range g.upstreams {
+		u.mu.Lock()
+		s := u.session
+		u.session = nil
+		u.mu.Unlock()
+		if s != nil {
+			s.Close()
+		}
+	}
+}
