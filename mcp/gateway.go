@@ -56,6 +56,7 @@ type Gateway struct {
 	locked bool // the vault is locked: every action is refused
 
 	upstreams map[string]*upstream
+	events    sdk.EventStore
 
 	schemas map[string]*jsonschema.Resolved
 
@@ -63,10 +64,11 @@ type Gateway struct {
 	pending map[string][]string // request nonce → executions whose result that request carries
 }
 
-// New builds the gateway from the config's tools and agents.
-func New(l *ledger.Service, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+// New builds the gateway from the config's tools and agents. Response
+// streams are kept in events (nil: in memory).
+func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{ledger: l, tools: map[string]config.Tool{}, agents: cfg.Agents, http: executor.NewHTTP(), log: log, locked: cfg.VaultLocked,
-		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}}
+		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events}
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
 			continue // contract only: run by outside executors through the Connect API
@@ -136,7 +138,7 @@ func (g *Gateway) upstreamTool(upstream, name string) *sdk.Tool {
 func (g *Gateway) Handler() http.Handler {
 	srv := g.server()
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
-		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log,
+		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log, EventStore: g.events,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := g.actor(r.Header); !ok {

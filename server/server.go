@@ -165,7 +165,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
 
-	mg, err := mcp.New(g.Ledger, cfg, g.log)
+	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
+	if err != nil {
+		return nil, err
+	}
+	mg, err := mcp.New(g.Ledger, cfg, events, g.log)
 	if err != nil {
 		return nil, err
 	}
