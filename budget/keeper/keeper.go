@@ -145,19 +145,27 @@ func (k *Keeper) Release(ctx context.Context, account, opKey string, ev budget.E
 	})
 }
 
-// Account reads an account; after a miss it catches up with the stream
-// first, so an account another gateway just created is found.
+// Account reads an account as of the latest decision on it in the log,
+// whichever gateway made it: it asks the log for the account subject's
+// last sequence and waits for the views to hold it (one round trip), so a
+// read after a write through any gateway sees the write.
 func (k *Keeper) Account(ctx context.Context, name string) (Head, error) {
 	if !accountName.MatchString(name) {
 		return Head{}, fmt.Errorf("account %q: %w", name, ErrBadAccount)
 	}
-	h, err := k.head(ctx, name)
+	last, err := k.log.Last(ctx, Subject(name))
 	if errors.Is(err, ledger.ErrNotFound) {
-		if err := k.catchUp(ctx, nil); err != nil {
-			return Head{}, err
-		}
-		h, err = k.head(ctx, name)
+		return Head{}, fmt.Errorf("account %q: %w", name, budget.ErrUnknownAccount)
 	}
+	if err != nil {
+		return Head{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, groupWaitMax)
+	defer cancel()
+	if err := k.views.BudgetWaitFor(wctx, last.Seq); err != nil {
+		return Head{}, fmt.Errorf("account %q: views behind sequence %d: %w", name, last.Seq, err)
+	}
+	h, err := k.head(ctx, name)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return Head{}, fmt.Errorf("account %q: %w", name, budget.ErrUnknownAccount)
 	}
