@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -37,6 +38,8 @@ type Config struct {
 	// Budget holds, settles and releases budget-bound executions' holds
 	// (nil: budget-bound tools are refused).
 	Budget Budget
+	// SignKey signs every event this gateway writes (nil: unsigned).
+	SignKey ed25519.PrivateKey
 }
 
 // Service decides: it reads what it knows (its own recent writes, else the
@@ -54,6 +57,7 @@ type Service struct {
 	now       func() time.Time
 	known     *knownCache
 	budget    Budget
+	signKey   ed25519.PrivateKey
 }
 
 // NewService returns a Service over cfg.
@@ -64,7 +68,7 @@ func NewService(cfg Config) *Service {
 	}
 	return &Service{
 		log: cfg.Log, views: cfg.Views, key: cfg.Key, contracts: cfg.Contracts,
-		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize), budget: cfg.Budget,
+		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize), budget: cfg.Budget, signKey: cfg.SignKey,
 	}
 }
 
@@ -208,6 +212,7 @@ func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput
 	ev := s.event(pb.EventType_EVENT_TYPE_ACCEPTED, ExecutionSubject(token, id), id, now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: in.Correlation}}
 	Seal(ev, nil)
+	Sign(ev, s.signKey)
 	m := Message{Subject: ev.Subject, CheckSubject: check, ExpectedSeq: intent.Seq, Event: ev}
 	if check == "" {
 		m.ExpectedSeq = 0 // a read_only execution's own, new subject
@@ -252,6 +257,7 @@ func (s *Service) attach(ctx context.Context, prior Head, corr *pb.Correlation, 
 	ev := s.event(pb.EventType_EVENT_TYPE_ATTACHED, prior.Event.GetSubject(), x.GetExecutionId(), now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: corr}}
 	Seal(ev, prior.Event.GetHash())
+	Sign(ev, s.signKey)
 	seq, err := s.append(ctx, prior, Message{Subject: ev.Subject, ExpectedSeq: prior.Seq, Event: ev})
 	if err != nil {
 		return BeginResult{}, err
@@ -305,6 +311,7 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 		ev := s.event(ch.Event, subj, ch.ExecutionID, now)
 		ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Evidence: ch.Evidence}}
 		Seal(ev, h.Event.GetHash())
+		Sign(ev, s.signKey)
 		seq, err := s.append(ctx, h, Message{Subject: subj, ExpectedSeq: h.Seq, Event: ev})
 		if errors.Is(err, ErrConflict) {
 			if err := s.catchUp(ctx, err); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -212,4 +214,65 @@ func writeKeyFile(dir string, key fingerprint.Key) error {
 		return fmt.Errorf("fingerprint key: %w", err)
 	}
 	return f.Sync()
+}
+
+// Gateway keys: each gateway signs what it writes with an Ed25519 key kept
+// in its data dir (gateway.ed25519, mode 0600) and records the public key
+// in the ledger's meta stream under its id when it starts. The first
+// record of an id wins; a gateway whose key differs from its id's record
+// refuses to start.
+const (
+	gatewayKeyFile       = "gateway.ed25519"
+	GatewayKeySubjectPfx = "pc.meta.gateway."
+)
+
+var gatewayIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func resolveSigningKey(ctx context.Context, js jetstream.JetStream, dataDir, id string) (ed25519.PrivateKey, error) {
+	if !gatewayIDPattern.MatchString(id) {
+		return nil, fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", id)
+	}
+	p := filepath.Join(dataDir, gatewayKeyFile)
+	var key ed25519.PrivateKey
+	if b, err := os.ReadFile(p); err == nil {
+		seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return nil, fmt.Errorf("%s: not a 32-byte hex seed", p)
+		}
+		key = ed25519.NewKeyFromSeed(seed)
+	} else {
+		_, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("gateway key: %w", err)
+		}
+		_, werr := f.WriteString(hex.EncodeToString(priv.Seed()) + "\n")
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return nil, fmt.Errorf("gateway key: %w", werr)
+		}
+		key = priv
+	}
+	meta, err := ensureMeta(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	pub := hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	subj := GatewayKeySubjectPfx + id
+	if _, err := js.Publish(ctx, subj, []byte(pub), jetstream.WithExpectLastSequencePerSubject(0)); err == nil {
+		return key, nil
+	}
+	got, err := meta.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		return nil, fmt.Errorf("gateway key record: %w", err)
+	}
+	if string(got.Data) != pub {
+		return nil, fmt.Errorf("gateway id %s is recorded in the ledger with another key: give this gateway its own id (--gateway-id) or its original %s", id, gatewayKeyFile)
+	}
+	return key, nil
 }

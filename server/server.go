@@ -134,6 +134,10 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	signKey, err := resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
+	if err != nil {
+		return nil, err
+	}
 	replicas := o.Replicas
 	if replicas == 0 {
 		replicas = 1
@@ -155,9 +159,10 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
 	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
 	g.Keeper = keeper.New(g.budLog, g.Views, id, o.Now)
+	g.Keeper.SignKey = signKey
 	g.ExecutionsLog, g.Contracts, g.Key = g.jsLog, cfg.Contracts(), key
 	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
-		Budget: keeper.Binding{Keeper: g.Keeper}})
+		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel

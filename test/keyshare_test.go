@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -16,9 +17,12 @@ import (
 // with a different key refuses to start.
 func TestJoiningGatewayAdoptsSharedKey(t *testing.T) {
 	ctx := context.Background()
+	n := 0
 	opts := func(natsURL, key string) server.Options {
+		n++
 		return server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
-			NatsListen: "127.0.0.1:-1", FingerprintKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			NatsListen: "127.0.0.1:-1", FingerprintKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			GatewayID: fmt.Sprintf("gw-%d", n)}
 	}
 	g1, err := server.Start(ctx, opts("", ""))
 	if err != nil {

@@ -10,6 +10,7 @@ package keeper
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"regexp"
@@ -73,6 +74,9 @@ type Keeper struct {
 	views     Views
 	gatewayID string
 	now       func() time.Time
+
+	// SignKey signs every event this keeper writes (nil: unsigned).
+	SignKey ed25519.PrivateKey
 
 	mu    sync.Mutex
 	own   map[string]Head  // this gateway's last write per account
@@ -320,6 +324,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 				Body: &pb.Event_BudgetChanged{BudgetChanged: ToProto(*e)},
 			}
 			ledger.Seal(ev, prevHash)
+			ledger.Sign(ev, k.SignKey)
 			prevHash = ev.Hash
 			msgs = append(msgs, ledger.Message{Subject: ev.Subject, ExpectedSeq: h.Seq, Follows: len(msgs) > 0, Event: ev})
 			answers[i] = answer{res: Result{Outcome: outcome}, event: len(evs)}
