@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -25,6 +26,7 @@ type Entry struct {
 	Seq     uint64
 	Subject string
 	Data    []byte
+	Time    time.Time // when the stream stored it
 }
 
 // Source delivers a stream's events in order.

@@ -38,7 +38,7 @@ func (s Source) Tail(ctx context.Context, from uint64, deliver func([]projector.
 			return
 		}
 		select {
-		case msgs <- projector.Entry{Seq: md.Sequence.Stream, Subject: m.Subject(), Data: m.Data()}:
+		case msgs <- projector.Entry{Seq: md.Sequence.Stream, Subject: m.Subject(), Data: m.Data(), Time: md.Timestamp}:
 		case <-ctx.Done():
 		}
 	}, jetstream.PullMaxMessages(projector.MaxFold*2))
