@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -24,11 +23,7 @@ var AuditedStreams = []string{ledger.ExecutionsStream, keeper.Stream}
 // ReadLedger reads the recorded gateway keys (handed to keys first) and
 // then every event of the record, stream by stream in sequence order.
 func ReadLedger(ctx context.Context, o Options, gotKeys func(map[string]ed25519.PublicKey) error, deliver func(r audit.Record, at time.Time) error) error {
-	lg := o.Logger
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
-	n, err := openNATS(o, lg)
+	n, _, err := openForTool(o)
 	if err != nil {
 		return err
 	}

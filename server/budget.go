@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
@@ -18,11 +17,7 @@ import (
 // the gateway on the same data dir must be stopped; use --nats-url (the
 // gateway writes its address to DATA_DIR/nats.url) to read a live one.
 func ReadBudget(ctx context.Context, o Options, deliver func(seq uint64, d *pb.BudgetDecision) error) error {
-	lg := o.Logger
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
-	n, err := openNATS(o, lg)
+	n, _, err := openForTool(o)
 	if err != nil {
 		return err
 	}

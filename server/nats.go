@@ -276,3 +276,14 @@ func resolveSigningKey(ctx context.Context, js jetstream.JetStream, dataDir, id 
 	}
 	return key, nil
 }
+
+// openForTool opens the ledger's NATS for an operator command (rebuild,
+// export, verify): quiet unless the options carry a logger.
+func openForTool(o Options) (*natsConn, *slog.Logger, error) {
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	n, err := openNATS(o, lg)
+	return n, lg, err
+}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -18,11 +17,7 @@ import (
 // reporting progress. The gateway must not be running on the same data
 // directory (Pebble's lock refuses a second opener).
 func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64)) error {
-	lg := o.Logger
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
-	n, err := openNATS(o, lg)
+	n, lg, err := openForTool(o)
 	if err != nil {
 		return err
 	}
