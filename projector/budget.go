@@ -24,11 +24,12 @@ type BudgetRow struct {
 // BudgetStore is the budget views' write side.
 type BudgetStore interface {
 	Checkpoint(stream string) (uint64, error)
+	Mark(stream string) (Mark, error)
 	// Account is the account as folded so far (ledger.ErrNotFound: none).
 	Account(ctx context.Context, name string) (keeper.Head, error)
 	// WriteBudget stores the accounts, the decision rows and the checkpoint
 	// in one atomic batch.
-	WriteBudget(accounts map[string]keeper.Head, rows []BudgetRow, checkpoint uint64) error
+	WriteBudget(accounts map[string]keeper.Head, rows []BudgetRow, mark Mark) error
 }
 
 // NewBudget returns a Projector of the budget stream.
@@ -37,7 +38,7 @@ func NewBudget(src Source, store BudgetStore, log *slog.Logger) *Projector {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &budgets{store: store}
-	return &Projector{stream: keeper.Stream, src: src, checkpoint: store.Checkpoint, apply: b.apply, log: log}
+	return &Projector{stream: keeper.Stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: b.apply, log: log}
 }
 
 type budgets struct{ store BudgetStore }
@@ -46,7 +47,7 @@ type budgets struct{ store BudgetStore }
 // event that does not follow the account (a stale decision appended without
 // its condition, a broken chain): the views never hold a state the
 // record does not prove.
-func (b *budgets) apply(ctx context.Context, entries []Entry) error {
+func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 	accounts := map[string]keeper.Head{}
 	rows := make([]BudgetRow, 0, len(entries))
 	for _, e := range entries {
@@ -86,5 +87,5 @@ func (b *budgets) apply(ctx context.Context, entries []Entry) error {
 		accounts[name] = keeper.Head{Seq: e.Seq, Hash: ev.GetHash(), Account: h.Account}
 		rows = append(rows, BudgetRow{Seq: e.Seq, Account: name, Data: e.Data})
 	}
-	return b.store.WriteBudget(accounts, rows, entries[len(entries)-1].Seq)
+	return b.store.WriteBudget(accounts, rows, mark)
 }

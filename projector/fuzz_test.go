@@ -24,7 +24,10 @@ func newMemStore() *memStore {
 
 func (m *memStore) Checkpoint(string) (uint64, error) { return m.cp, nil }
 
-func (m *memStore) Write(_ string, rows []Row, intents map[string]Intent, cp uint64) error {
+func (m *memStore) Mark(string) (Mark, error) { return Mark{Seq: m.cp}, nil }
+
+func (m *memStore) Write(_ string, rows []Row, intents map[string]Intent, mark Mark) error {
+	cp := mark.Seq
 	for _, r := range rows {
 		m.heads[r.Subject] = ledger.Head{Seq: r.Seq, Event: r.Event}
 	}

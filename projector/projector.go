@@ -8,6 +8,8 @@ package projector
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,12 +58,37 @@ type Intent struct {
 	LatestSubject string
 }
 
+// Mark is how far the views hold a stream: the last applied sequence and
+// the running digest over every stored event up to it (see Chain). The
+// sealer signs marks into checkpoints; a verifier recomputes them.
+type Mark struct {
+	Seq    uint64
+	Digest []byte
+}
+
+// Chain extends a running digest by one stored event:
+// sha256(prev || seq || sha256(data)); the digest before the first event
+// is 32 zero bytes.
+func Chain(prev []byte, seq uint64, data []byte) []byte {
+	if prev == nil {
+		prev = make([]byte, sha256.Size)
+	}
+	h := sha256.Sum256(data)
+	m := sha256.New()
+	m.Write(prev)
+	m.Write(binary.BigEndian.AppendUint64(nil, seq))
+	m.Write(h[:])
+	return m.Sum(nil)
+}
+
 // Store is the views' write side.
 type Store interface {
 	// Checkpoint is the last stream sequence whose rows are written.
 	Checkpoint(stream string) (uint64, error)
-	// Write stores heads, intents and the new checkpoint in one atomic batch.
-	Write(stream string, heads []Row, intents map[string]Intent, checkpoint uint64) error
+	// Mark is the checkpoint with its running digest.
+	Mark(stream string) (Mark, error)
+	// Write stores heads, intents and the new mark in one atomic batch.
+	Write(stream string, heads []Row, intents map[string]Intent, mark Mark) error
 	// Head returns the head the views hold for subject.
 	Head(ctx context.Context, subject string) (ledger.Head, error)
 	// IntentRow returns the intent row (ErrNotFound when none).
@@ -73,8 +100,12 @@ type Projector struct {
 	stream     string
 	src        Source
 	checkpoint func(stream string) (uint64, error)
-	apply      func(ctx context.Context, entries []Entry) error
+	mark       func(stream string) (Mark, error)
+	apply      func(ctx context.Context, entries []Entry, mark Mark) error
 	log        *slog.Logger
+
+	digest []byte // running digest as of the last applied entry
+	loaded bool
 }
 
 // New returns a Projector of the executions stream from src into store.
@@ -83,15 +114,31 @@ func New(stream string, src Source, store Store, log *slog.Logger) *Projector {
 		log = slog.New(slog.DiscardHandler)
 	}
 	x := &executions{stream: stream, store: store}
-	return &Projector{stream: stream, src: src, checkpoint: store.Checkpoint, apply: x.apply, log: log}
+	return &Projector{stream: stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: x.apply, log: log}
 }
 
-// Apply folds one ordered batch of entries and writes it with its checkpoint.
+// Apply folds one ordered batch of entries and writes it with its mark.
 func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	return p.apply(ctx, entries)
+	if !p.loaded {
+		m, err := p.mark(p.stream)
+		if err != nil {
+			return err
+		}
+		p.digest, p.loaded = m.Digest, true
+	}
+	d := p.digest
+	for _, e := range entries {
+		d = Chain(d, e.Seq, e.Data)
+	}
+	if err := p.apply(ctx, entries, Mark{Seq: entries[len(entries)-1].Seq, Digest: d}); err != nil {
+		p.loaded = false // reload from the store: it holds what was written
+		return err
+	}
+	p.digest = d
+	return nil
 }
 
 // executions folds the executions stream.
@@ -116,7 +163,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	return err
 }
 
-func (p *executions) apply(ctx context.Context, entries []Entry) error {
+func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) error {
 	rows := make([]Row, 0, len(entries))
 	pending := make(map[string]int, len(entries)) // subject → index in rows
 	intents := make(map[string]Intent)
@@ -168,8 +215,7 @@ func (p *executions) apply(ctx context.Context, entries []Entry) error {
 		}
 		intents[token] = in
 	}
-	last := entries[len(entries)-1].Seq
-	if err := p.store.Write(p.stream, rows, intents, last); err != nil {
+	if err := p.store.Write(p.stream, rows, intents, mark); err != nil {
 		return fmt.Errorf("projector %s: write views: %w", p.stream, err)
 	}
 	return nil

@@ -48,7 +48,7 @@ func (v *Views) Account(_ context.Context, name string) (keeper.Head, error) {
 }
 
 // WriteBudget stores accounts, decision rows and the checkpoint in one batch.
-func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, checkpoint uint64) error {
+func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
 	for name, h := range accounts {
@@ -71,15 +71,13 @@ func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.Bu
 			return err
 		}
 	}
-	var cp [8]byte
-	binary.BigEndian.PutUint64(cp[:], checkpoint)
-	if err := b.Set(key(checkpointPrefix, keeper.Stream), cp[:], nil); err != nil {
+	if err := setMark(b, keeper.Stream, mark); err != nil {
 		return err
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
-	v.setApplied(keeper.Stream, checkpoint)
+	v.setApplied(keeper.Stream, mark.Seq)
 	return nil
 }
 

@@ -29,6 +29,7 @@ var (
 	intentPrefix     = []byte("i/") // intent token → 8-byte seq of its latest event + latest execution subject
 	execIDPrefix     = []byte("x/") // execution id → execution subject
 	checkpointPrefix = []byte("c/") // stream → 8-byte last applied sequence
+	digestPrefix     = []byte("g/") // stream → running digest up to the checkpoint
 )
 
 // blockCacheBytes is the Pebble block cache of one gateway's views.
@@ -98,7 +99,7 @@ func (v *Views) Checkpoint(stream string) (uint64, error) {
 // fsync: the views are rebuilt from the stream, which is the durable
 // record, and the checkpoint written in the same batch keeps rows and
 // checkpoint consistent after a crash.
-func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, checkpoint uint64) error {
+func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
 	for _, r := range heads {
@@ -122,16 +123,39 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 			return err
 		}
 	}
-	var cp [8]byte
-	binary.BigEndian.PutUint64(cp[:], checkpoint)
-	if err := b.Set(key(checkpointPrefix, stream), cp[:], nil); err != nil {
+	if err := setMark(b, stream, mark); err != nil {
 		return err
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
-	v.setApplied(stream, checkpoint)
+	v.setApplied(stream, mark.Seq)
 	return nil
+}
+
+// setMark writes the checkpoint (8-byte sequence) and, beside it, the
+// running digest in the batch of the rows they cover.
+func setMark(b *pebble.Batch, stream string, mark projector.Mark) error {
+	var cp [8]byte
+	binary.BigEndian.PutUint64(cp[:], mark.Seq)
+	if err := b.Set(key(checkpointPrefix, stream), cp[:], nil); err != nil {
+		return err
+	}
+	return b.Set(key(digestPrefix, stream), mark.Digest, nil)
+}
+
+// Mark returns the checkpoint of stream with its running digest.
+func (v *Views) Mark(stream string) (projector.Mark, error) {
+	seq, err := v.Checkpoint(stream)
+	if err != nil || seq == 0 {
+		return projector.Mark{}, err
+	}
+	val, closer, err := v.db.Get(key(digestPrefix, stream))
+	if err != nil {
+		return projector.Mark{}, fmt.Errorf("digest of %s: %w", stream, err)
+	}
+	defer closer.Close()
+	return projector.Mark{Seq: seq, Digest: bytes.Clone(val)}, nil
 }
 
 // WaitFor blocks until the executions views hold every event up to seq.
