@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -24,9 +25,10 @@ type Manifest struct {
 
 // StreamExport is one stream's file in an export.
 type StreamExport struct {
-	File    string `json:"file"`
-	Events  int    `json:"events"`
-	LastSeq uint64 `json:"last_seq"`
+	File        string `json:"file"`
+	Events      int    `json:"events"`
+	LastSeq     uint64 `json:"last_seq"`
+	Checkpoints bool   `json:"checkpoints,omitempty"` // the stream holds checkpoints over the others
 }
 
 // Line is one exported event: the stored bytes (what is verified) and,
@@ -75,7 +77,7 @@ func (w *Writer) Add(r Record, at time.Time) error {
 		}
 		w.fds[r.Stream], bw = f, bufio.NewWriter(f)
 		w.files[r.Stream] = bw
-		w.man.Streams[r.Stream] = StreamExport{File: name}
+		w.man.Streams[r.Stream] = StreamExport{File: name, Checkpoints: isCheckpoints(r.Data)}
 	}
 	l := Line{Stream: r.Stream, Seq: r.Seq, Subject: r.Subject, Time: at.UTC(), Data: r.Data}
 	ev := new(pb.Event)
@@ -133,7 +135,20 @@ func ReadExport(dir string) (Report, error) {
 		keys[id] = k
 	}
 	v := NewVerifier(keys)
-	for name, se := range man.Streams {
+	names := make([]string, 0, len(man.Streams))
+	for name := range man.Streams {
+		names = append(names, name)
+	}
+	// Checkpoints last: they name digests of the other streams.
+	sort.Slice(names, func(i, j int) bool {
+		ci, cj := man.Streams[names[i]].Checkpoints, man.Streams[names[j]].Checkpoints
+		if ci != cj {
+			return cj
+		}
+		return names[i] < names[j]
+	})
+	for _, name := range names {
+		se := man.Streams[name]
 		f, err := os.Open(filepath.Join(dir, se.File))
 		if err != nil {
 			return Report{}, err
@@ -160,4 +175,9 @@ func ReadExport(dir string) (Report, error) {
 		}
 	}
 	return v.Report(), nil
+}
+
+func isCheckpoints(data []byte) bool {
+	ev := new(pb.Event)
+	return proto.Unmarshal(data, ev) == nil && ev.GetCheckpoint() != nil
 }

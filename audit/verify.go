@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/projector"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -44,6 +45,8 @@ type Report struct {
 
 // Verifier checks records in stream order.
 type Verifier struct {
+	digest   map[string][]byte            // stream → running digest so far
+	at       map[string]map[uint64][]byte // stream → seq → running digest (for checkpoints)
 	keys     map[string]ed25519.PublicKey
 	lastSeq  map[string]uint64
 	last     map[string]link // stream/subject → previous event
@@ -60,7 +63,8 @@ type link struct {
 
 // NewVerifier checks signatures against keys (gateway id → public key).
 func NewVerifier(keys map[string]ed25519.PublicKey) *Verifier {
-	return &Verifier{keys: keys, lastSeq: map[string]uint64{}, last: map[string]link{}, writers: map[string]bool{}, streams: map[string]int{}}
+	return &Verifier{keys: keys, lastSeq: map[string]uint64{}, last: map[string]link{}, writers: map[string]bool{}, streams: map[string]int{},
+		digest: map[string][]byte{}, at: map[string]map[uint64][]byte{}}
 }
 
 func (v *Verifier) fail(r Record, format string, args ...any) {
@@ -75,6 +79,11 @@ func (v *Verifier) Add(r Record) {
 		v.fail(r, "events missing or out of order: after sequence %d comes %d", prev, r.Seq)
 	}
 	v.lastSeq[r.Stream] = r.Seq
+	v.digest[r.Stream] = projector.Chain(v.digest[r.Stream], r.Seq, r.Data)
+	if v.at[r.Stream] == nil {
+		v.at[r.Stream] = map[uint64][]byte{}
+	}
+	v.at[r.Stream][r.Seq] = v.digest[r.Stream]
 	ev := new(pb.Event)
 	if err := proto.Unmarshal(r.Data, ev); err != nil {
 		v.fail(r, "undecodable event: %v", err)
@@ -108,6 +117,21 @@ func (v *Verifier) Add(r Record) {
 		v.fail(r, "signature does not verify with gateway %s's recorded key (re-signed or forged)", id)
 	default:
 		v.writers[id] = true
+		if cp := ev.GetCheckpoint(); cp != nil {
+			v.checkpoint(r, cp)
+		}
+	}
+}
+
+// checkpoint compares a signed checkpoint with the digest recomputed from
+// the events it covers. Checkpoints must come after the streams they seal.
+func (v *Verifier) checkpoint(r Record, cp *pb.Checkpoint) {
+	last := v.lastSeq[cp.GetStream()]
+	switch want, ok := v.at[cp.GetStream()][cp.GetLastSeq()]; {
+	case cp.GetLastSeq() > last:
+		v.fail(r, "%s truncated: a checkpoint covers sequence %d, the stream ends at %d", cp.GetStream(), cp.GetLastSeq(), last)
+	case !ok || string(want) != string(cp.GetRunningDigest()):
+		v.fail(r, "checkpoint of %s at sequence %d does not match the events up to it (events rewritten, removed or reordered, or a forged checkpoint)", cp.GetStream(), cp.GetLastSeq())
 	}
 }
 

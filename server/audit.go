@@ -18,7 +18,8 @@ import (
 )
 
 // AuditedStreams are the streams of the record.
-var AuditedStreams = []string{ledger.ExecutionsStream, keeper.Stream}
+// Checkpoints come last, so a verifier has every digest they name.
+var AuditedStreams = []string{ledger.ExecutionsStream, keeper.Stream, AuditStream}
 
 // ReadLedger reads the recorded gateway keys (handed to keys first) and
 // then every event of the record, stream by stream in sequence order.

@@ -66,6 +66,9 @@ type Options struct {
 	Logger        *slog.Logger
 	// Now is the ledger's clock (tests move it past match windows).
 	Now func() time.Time
+	// CheckpointEvery is how often the gateway seals signed checkpoints
+	// over the streams (0: DefaultCheckpointEvery); it also seals on shutdown.
+	CheckpointEvery time.Duration
 }
 
 // Gateway is a running gateway.
@@ -90,6 +93,8 @@ type Gateway struct {
 	nats    *natsConn
 	jsLog   *ljs.Log
 	budLog  *ljs.Log
+	audLog  *ljs.Log
+	sealer  *sealer
 	mcp     *mcp.Gateway
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -153,6 +158,10 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.audLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: AuditStream, Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}, ljs.Options{Logger: g.log})
+	if err != nil {
+		return nil, err
+	}
 	if g.Views, err = pebbleviews.Open(filepath.Join(o.DataDir, "views")); err != nil {
 		return nil, err
 	}
@@ -164,11 +173,16 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
 		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey})
 
+	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
+		m, err := g.Views.Mark(stream)
+		return m.Seq, m.Digest, err
+	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(2)
+	g.wg.Add(3)
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
+	go g.runSealer(runCtx, o.CheckpointEvery)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
 	if err != nil {
@@ -233,6 +247,29 @@ func (g *Gateway) runProjector(ctx context.Context, p *projector.Projector) {
 	}
 }
 
+// runSealer seals checkpoints periodically until ctx ends.
+func (g *Gateway) runSealer(ctx context.Context, every time.Duration) {
+	defer g.wg.Done()
+	if every <= 0 {
+		every = DefaultCheckpointEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := g.sealer.seal(ctx); err != nil {
+				g.log.Warn("checkpoint", "err", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Seal appends checkpoints now for every stream that moved.
+func (g *Gateway) Seal(ctx context.Context) error { return g.sealer.seal(ctx) }
+
 // Close shuts down gracefully: stop taking requests, let those in flight
 // finish, stop the projector, close the views and NATS.
 func (g *Gateway) Close(ctx context.Context) {
@@ -249,11 +286,19 @@ func (g *Gateway) Close(ctx context.Context) {
 			g.cancel()
 		}
 		g.wg.Wait()
+		if g.sealer != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = g.sealer.seal(sctx) // a last checkpoint over what the views hold
+			cancel()
+		}
 		if g.jsLog != nil {
 			g.jsLog.Close()
 		}
 		if g.budLog != nil {
 			g.budLog.Close()
+		}
+		if g.audLog != nil {
+			g.audLog.Close()
 		}
 		if g.Views != nil {
 			_ = g.Views.Close()

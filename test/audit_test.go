@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -58,7 +61,12 @@ func writeLines(t *testing.T, file string, ls []audit.Line) {
 func tampered(t *testing.T, src string, change func([]audit.Line) []audit.Line) string {
 	t.Helper()
 	dst := t.TempDir()
-	for _, name := range []string{"manifest.json", ledger.ExecutionsStream + ".jsonl", "PORTCULLIS_BUDGET.jsonl"} {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range entries {
+		name := de.Name()
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			t.Fatal(err)
@@ -151,5 +159,89 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 	bad := tampered(t, export, func(ls []audit.Line) []audit.Line { return ls[:len(ls)-1] })
 	if out, err := exec.Command(binary, "audit", "verify", "--from", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "FAIL") {
 		t.Fatalf("verify of a truncated export: %v\n%s", err, out)
+	}
+}
+
+// Signed checkpoints catch what chains alone cannot: a stream truncated
+// (with a manifest made to match) and a checkpoint forged with a gateway's
+// own key.
+func TestAuditCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	dataDir, cfg, addr := t.TempDir(), writeConfig(t), freeAddr(t)
+	serveProcess(t, dataDir, addr, cfg, "--checkpoint-every", "100ms")
+	c := portcullisv1connect.NewExecutionServiceClient(http.DefaultClient, "http://"+addr)
+	for i := range 5 {
+		mustOK(t)(c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"order": i}), "", "1")))
+	}
+	natsURL := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, "nats.url")))))
+	export := filepath.Join(t.TempDir(), "export")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		os.RemoveAll(export)
+		if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--out", export).CombinedOutput(); err != nil {
+			t.Fatalf("export: %v\n%s", err, out)
+		}
+		var cps []audit.Line
+		if _, err := os.Stat(filepath.Join(export, "PORTCULLIS_AUDIT.jsonl")); err == nil {
+			cps = readLines(t, filepath.Join(export, "PORTCULLIS_AUDIT.jsonl"))
+		}
+		if len(cps) > 0 {
+			ev := new(pb.Event)
+			if proto.Unmarshal(cps[len(cps)-1].Data, ev) == nil && ev.GetCheckpoint().GetLastSeq() == 5 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint over the 5 events")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rep, err := audit.ReadExport(export); err != nil || !rep.OK {
+		t.Fatalf("clean export with checkpoints: %+v %v", rep.Failures, err)
+	}
+
+	// Truncate the executions and make the manifest agree: the checkpoint
+	// still covers sequence 5.
+	cut := tampered(t, export, func(ls []audit.Line) []audit.Line { return ls[:3] })
+	var man audit.Manifest
+	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(cut, "manifest.json"))), &man); err != nil {
+		t.Fatal(err)
+	}
+	se := man.Streams[ledger.ExecutionsStream]
+	se.Events, se.LastSeq = 3, 3
+	man.Streams[ledger.ExecutionsStream] = se
+	if err := os.WriteFile(filepath.Join(cut, "manifest.json"), must(json.Marshal(man)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.ReadExport(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(rep.Failures), "truncated: a checkpoint covers sequence 5") {
+		t.Fatalf("truncation with a matching manifest: %+v", rep.Failures)
+	}
+
+	// Forge the last checkpoint, signed with the gateway's own key.
+	seed := must(hex.DecodeString(strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, "gateway.ed25519")))))))
+	key := ed25519.NewKeyFromSeed(seed)
+	forged := tampered(t, export, func(ls []audit.Line) []audit.Line { return ls })
+	cpFile := filepath.Join(forged, "PORTCULLIS_AUDIT.jsonl")
+	cps := readLines(t, cpFile)
+	last := &cps[len(cps)-1]
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(last.Data, ev); err != nil {
+		t.Fatal(err)
+	}
+	ev.GetCheckpoint().RunningDigest[0] ^= 0xff
+	ledger.Seal(ev, ev.GetPrevHash())
+	ledger.Sign(ev, key)
+	last.Data = must(proto.Marshal(ev))
+	writeLines(t, cpFile, cps)
+	rep, err = audit.ReadExport(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(rep.Failures), "does not match the events up to it") {
+		t.Fatalf("forged checkpoint: %+v", rep.Failures)
 	}
 }

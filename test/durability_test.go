@@ -52,9 +52,9 @@ func freeAddr(t testing.TB) string {
 }
 
 // serveProcess runs `portcullis serve` and waits until it answers.
-func serveProcess(t testing.TB, dataDir, addr, cfg string) *exec.Cmd {
+func serveProcess(t testing.TB, dataDir, addr, cfg string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--listen", addr, "--config", cfg)
+	cmd := exec.Command(binary, append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--config", cfg}, extra...)...)
 	cmd.Stderr = io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr

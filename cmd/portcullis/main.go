@@ -62,6 +62,7 @@ func serveCmd() *cobra.Command {
 	ledgerFlags(cmd, &o)
 	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:8080", "HOST:PORT of the Connect API")
 	cmd.Flags().StringVar(&o.ConfigPath, "config", "", "YAML config with tool contracts")
+	cmd.Flags().DurationVar(&o.CheckpointEvery, "checkpoint-every", server.DefaultCheckpointEvery, "how often to seal signed checkpoints over the streams (also on shutdown)")
 	cmd.Flags().StringVar(&o.GatewayID, "gateway-id", "", "id of this gateway in the ledger (default: config gateway.id, else one kept in the data dir)")
 	return cmd
 }

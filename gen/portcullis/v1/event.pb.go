@@ -46,6 +46,8 @@ const (
 	EventType_EVENT_TYPE_BUDGET_DENIED    EventType = 22
 	EventType_EVENT_TYPE_BUDGET_SETTLED   EventType = 23
 	EventType_EVENT_TYPE_BUDGET_RELEASED  EventType = 24
+	// A signed checkpoint over a whole stream.
+	EventType_EVENT_TYPE_CHECKPOINT EventType = 30
 )
 
 // Enum value maps for EventType.
@@ -68,6 +70,7 @@ var (
 		22: "EVENT_TYPE_BUDGET_DENIED",
 		23: "EVENT_TYPE_BUDGET_SETTLED",
 		24: "EVENT_TYPE_BUDGET_RELEASED",
+		30: "EVENT_TYPE_CHECKPOINT",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":           0,
@@ -87,6 +90,7 @@ var (
 		"EVENT_TYPE_BUDGET_DENIED":         22,
 		"EVENT_TYPE_BUDGET_SETTLED":        23,
 		"EVENT_TYPE_BUDGET_RELEASED":       24,
+		"EVENT_TYPE_CHECKPOINT":            30,
 	}
 )
 
@@ -140,6 +144,7 @@ type Event struct {
 	//
 	//	*Event_ExecutionChanged
 	//	*Event_BudgetChanged
+	//	*Event_Checkpoint
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -263,6 +268,15 @@ func (x *Event) GetBudgetChanged() *BudgetDecision {
 	return nil
 }
 
+func (x *Event) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Checkpoint); ok {
+			return x.Checkpoint
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -276,9 +290,16 @@ type Event_BudgetChanged struct {
 	BudgetChanged *BudgetDecision `protobuf:"bytes,22,opt,name=budget_changed,json=budgetChanged,proto3,oneof"`
 }
 
+type Event_Checkpoint struct {
+	// On a stream's checkpoint subject (pc.audit.<stream>).
+	Checkpoint *Checkpoint `protobuf:"bytes,23,opt,name=checkpoint,proto3,oneof"`
+}
+
 func (*Event_ExecutionChanged) isEvent_Body() {}
 
 func (*Event_BudgetChanged) isEvent_Body() {}
+
+func (*Event_Checkpoint) isEvent_Body() {}
 
 // ExecutionChanged carries the execution record as it is after the event, so
 // the latest event on an execution's subject is its current state (one direct
@@ -346,11 +367,75 @@ func (x *ExecutionChanged) GetEvidence() string {
 	return ""
 }
 
+// Checkpoint seals a stream up to a sequence: the running digest over every
+// stored event up to it (sha256 chained over sequence and the event's bytes),
+// signed by the gateway that appended the checkpoint. Deleting, reordering,
+// truncating or rewriting events before it is detected offline.
+type Checkpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	RunningDigest []byte                 `protobuf:"bytes,3,opt,name=running_digest,json=runningDigest,proto3" json:"running_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_portcullis_v1_event_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_event_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_event_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Checkpoint) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetRunningDigest() []byte {
+	if x != nil {
+		return x.RunningDigest
+	}
+	return nil
+}
+
 var File_portcullis_v1_event_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1aportcullis/v1/budget.proto\x1a\x1dportcullis/v1/execution.proto\"\xd7\x03\n" +
+	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1aportcullis/v1/budget.proto\x1a\x1dportcullis/v1/execution.proto\"\x94\x04\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x18.portcullis.v1.EventTypeR\x04type\x12\x18\n" +
@@ -363,12 +448,20 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\x04hash\x18\b \x01(\fR\x04hash\x12\x1c\n" +
 	"\tsignature\x18\t \x01(\fR\tsignature\x12N\n" +
 	"\x11execution_changed\x18\x15 \x01(\v2\x1f.portcullis.v1.ExecutionChangedH\x00R\x10executionChanged\x12F\n" +
-	"\x0ebudget_changed\x18\x16 \x01(\v2\x1d.portcullis.v1.BudgetDecisionH\x00R\rbudgetChangedB\x06\n" +
+	"\x0ebudget_changed\x18\x16 \x01(\v2\x1d.portcullis.v1.BudgetDecisionH\x00R\rbudgetChanged\x12;\n" +
+	"\n" +
+	"checkpoint\x18\x17 \x01(\v2\x19.portcullis.v1.CheckpointH\x00R\n" +
+	"checkpointB\x06\n" +
 	"\x04bodyJ\x04\b\x14\x10\x15R\x0eintent_claimed\"\xa4\x01\n" +
 	"\x10ExecutionChanged\x126\n" +
 	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\x12<\n" +
 	"\vcorrelation\x18\x02 \x01(\v2\x1a.portcullis.v1.CorrelationR\vcorrelation\x12\x1a\n" +
-	"\bevidence\x18\x03 \x01(\tR\bevidence*\xa1\x04\n" +
+	"\bevidence\x18\x03 \x01(\tR\bevidence\"f\n" +
+	"\n" +
+	"Checkpoint\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x19\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12%\n" +
+	"\x0erunning_digest\x18\x03 \x01(\fR\rrunningDigest*\xbc\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_TYPE_ACCEPTED\x10\x02\x12\x19\n" +
@@ -387,7 +480,8 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\x1aEVENT_TYPE_BUDGET_RESERVED\x10\x15\x12\x1c\n" +
 	"\x18EVENT_TYPE_BUDGET_DENIED\x10\x16\x12\x1d\n" +
 	"\x19EVENT_TYPE_BUDGET_SETTLED\x10\x17\x12\x1e\n" +
-	"\x1aEVENT_TYPE_BUDGET_RELEASED\x10\x18\"\x04\b\x01\x10\x01*\x19EVENT_TYPE_INTENT_CLAIMEDBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"\x1aEVENT_TYPE_BUDGET_RELEASED\x10\x18\x12\x19\n" +
+	"\x15EVENT_TYPE_CHECKPOINT\x10\x1e\"\x04\b\x01\x10\x01*\x19EVENT_TYPE_INTENT_CLAIMEDBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_event_proto_rawDescOnce sync.Once
@@ -402,26 +496,28 @@ func file_portcullis_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_portcullis_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_portcullis_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_portcullis_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_portcullis_v1_event_proto_goTypes = []any{
 	(EventType)(0),           // 0: portcullis.v1.EventType
 	(*Event)(nil),            // 1: portcullis.v1.Event
 	(*ExecutionChanged)(nil), // 2: portcullis.v1.ExecutionChanged
-	(*BudgetDecision)(nil),   // 3: portcullis.v1.BudgetDecision
-	(*Execution)(nil),        // 4: portcullis.v1.Execution
-	(*Correlation)(nil),      // 5: portcullis.v1.Correlation
+	(*Checkpoint)(nil),       // 3: portcullis.v1.Checkpoint
+	(*BudgetDecision)(nil),   // 4: portcullis.v1.BudgetDecision
+	(*Execution)(nil),        // 5: portcullis.v1.Execution
+	(*Correlation)(nil),      // 6: portcullis.v1.Correlation
 }
 var file_portcullis_v1_event_proto_depIdxs = []int32{
 	0, // 0: portcullis.v1.Event.type:type_name -> portcullis.v1.EventType
 	2, // 1: portcullis.v1.Event.execution_changed:type_name -> portcullis.v1.ExecutionChanged
-	3, // 2: portcullis.v1.Event.budget_changed:type_name -> portcullis.v1.BudgetDecision
-	4, // 3: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
-	5, // 4: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 2: portcullis.v1.Event.budget_changed:type_name -> portcullis.v1.BudgetDecision
+	3, // 3: portcullis.v1.Event.checkpoint:type_name -> portcullis.v1.Checkpoint
+	5, // 4: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
+	6, // 5: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_event_proto_init() }
@@ -434,6 +530,7 @@ func file_portcullis_v1_event_proto_init() {
 	file_portcullis_v1_event_proto_msgTypes[0].OneofWrappers = []any{
 		(*Event_ExecutionChanged)(nil),
 		(*Event_BudgetChanged)(nil),
+		(*Event_Checkpoint)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -441,7 +538,7 @@ func file_portcullis_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_event_proto_rawDesc), len(file_portcullis_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+)
+
+// Checkpoints: the stream that holds them and how often a gateway seals.
+const (
+	AuditStream            = "PORTCULLIS_AUDIT"
+	checkpointSubjectPfx   = "pc.audit."
+	DefaultCheckpointEvery = 30 * time.Second
+)
+
+// CheckpointSubject is where checkpoints of stream are appended.
+func CheckpointSubject(stream string) string { return checkpointSubjectPfx + stream }
+
+// sealer appends signed checkpoints over the record's streams, from the
+// running digests the projectors keep, whenever a stream moved since the
+// last one. Gateways seal concurrently; a compare-and-set on the checkpoint
+// subject lets one of them win each round.
+type sealer struct {
+	log    ledger.Log
+	marks  func(stream string) (seq uint64, digest []byte, err error)
+	key    ed25519.PrivateKey
+	id     string
+	sealed map[string]uint64
+}
+
+func (s *sealer) seal(ctx context.Context) error {
+	var errs []error
+	for _, stream := range []string{ledger.ExecutionsStream, "PORTCULLIS_BUDGET"} {
+		seq, digest, err := s.marks(stream)
+		if err != nil || seq == 0 || seq <= s.sealed[stream] {
+			continue
+		}
+		subj := CheckpointSubject(stream)
+		head, err := s.log.Last(ctx, subj)
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		if cp := head.Event.GetCheckpoint(); cp != nil && cp.GetLastSeq() >= seq {
+			s.sealed[stream] = cp.GetLastSeq()
+			continue
+		}
+		ev := &pb.Event{
+			EventId: "evt_" + ulid.Make().String(), Type: pb.EventType_EVENT_TYPE_CHECKPOINT, Subject: subj,
+			TimeUnixNano: time.Now().UnixNano(), GatewayId: s.id,
+			Body: &pb.Event_Checkpoint{Checkpoint: &pb.Checkpoint{Stream: stream, LastSeq: seq, RunningDigest: digest}},
+		}
+		ledger.Seal(ev, head.Event.GetHash())
+		ledger.Sign(ev, s.key)
+		if _, err := s.log.Append(ctx, ledger.Message{Subject: subj, ExpectedSeq: head.Seq, Event: ev}); err != nil {
+			if !errors.Is(err, ledger.ErrConflict) { // another gateway sealed first
+				errs = append(errs, err)
+			}
+			continue
+		}
+		s.sealed[stream] = seq
+	}
+	return errors.Join(errs...)
+}
