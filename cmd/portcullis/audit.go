@@ -117,3 +117,45 @@ a summary and every failure with stream, sequence, subject and reason; exits 1 o
 	cmd.AddCommand(verify)
 	return cmd
 }
+
+func investigateCmd() *cobra.Command {
+	var o server.Options
+	var fp string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "investigate [EXECUTION_ID]",
+		Short: "Answer, in the order an incident needs, what happened to an execution and its retries",
+		Long: `Answers, with the evidence for each: (1) one agent process or two? (2) did the first call get
+authorization and reach dispatch? (3) did the gateway get a response or exit status from the
+target? (4) did result delivery fail after the target completed? (5) did the second call reuse
+the execution id / Idempotency-Key, or create a new attempt? Then the timeline of every event of
+every execution of the intent, across gateways. --fingerprint investigates the latest execution
+of an intent.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := ""
+			if len(args) == 1 {
+				id = args[0]
+			}
+			if (id == "") == (fp == "") {
+				return fmt.Errorf("give an EXECUTION_ID or --fingerprint")
+			}
+			id, events, err := server.ReadIntent(cmd.Context(), o, id, fp)
+			if err != nil {
+				return err
+			}
+			inv := audit.Investigate(id, events)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(inv)
+			}
+			fmt.Fprint(cmd.OutOrStdout(), inv.Text())
+			return nil
+		},
+	}
+	readOptions(cmd, &o)
+	cmd.Flags().StringVar(&fp, "fingerprint", "", "investigate the latest execution with this fingerprint (hmac-sha256:…)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable answers and timeline")
+	return cmd
+}
