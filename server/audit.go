@@ -82,6 +82,10 @@ func ReadIntent(ctx context.Context, o Options, executionID, fingerprint string)
 	if err != nil {
 		return "", nil, fmt.Errorf("stream %s: %w", ledger.ExecutionsStream, err)
 	}
+	return readIntent(ctx, s, executionID, fingerprint)
+}
+
+func readIntent(ctx context.Context, s jetstream.Stream, executionID, fingerprint string) (string, []audit.Stored, error) {
 	var token string
 	if executionID != "" {
 		if err := ledger.ValidateExecutionID(executionID); err != nil {

@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/oklog/ulid/v2"
+	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/contract"
@@ -218,7 +219,12 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
-	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName, portcullisv1connect.ApprovalServiceName}
+	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
+		Read: func(ctx context.Context, id, fp string) (string, []audit.Stored, error) {
+			return readIntent(ctx, g.jsLog.Stream(), id, fp)
+		}}, opts...))
+	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName,
+		portcullisv1connect.ApprovalServiceName, portcullisv1connect.AuditServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))

@@ -91,4 +91,15 @@ func TestInvestigateIncidents(t *testing.T) {
 	if out, err := exec.Command(binary, "investigate", x.GetExecutionId(), "--nats-url", natsURL).Output(); err != nil || !strings.Contains(string(out), "Timeline") {
 		t.Fatalf("text output: %v\n%s", err, out)
 	}
+	// The same structure through AuditService.Investigate.
+	ac := portcullisv1connect.NewAuditServiceClient(http.DefaultClient, "http://"+addr)
+	res, err := ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: x.GetExecutionId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Msg.GetAnswers()) != 5 || res.Msg.GetAnswers()[4].GetAnswer() != inv.Answers[4].Answer || len(res.Msg.GetTimeline()) != len(inv.Timeline) {
+		t.Fatalf("rpc: %v", res.Msg)
+	}
+	_, err = ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: "act_01J4K8J7DX7V0000000000000Z"}))
+	wantCode(t, err, connect.CodeNotFound)
 }
