@@ -43,6 +43,8 @@ const (
 	MaxRequestBytes = 1 << 20
 	waitMax         = 20 * time.Second // how long an attached call waits for an in-flight execution
 	requestHeader   = "X-Portcullis-Request"
+	// maxTrackedSessions bounds the session → actor map of the journal.
+	maxTrackedSessions = 1 << 16
 )
 
 // Gateway serves /mcp.
@@ -57,18 +59,20 @@ type Gateway struct {
 
 	upstreams map[string]*upstream
 	events    sdk.EventStore
+	journal   *Journal
 
 	schemas map[string]*jsonschema.Resolved
 
-	mu      sync.Mutex
-	pending map[string][]string // request nonce → executions whose result that request carries
+	mu            sync.Mutex
+	pending       map[string][]string // request nonce → executions whose result that request carries
+	sessionActors map[string]string   // MCP session id → the actor its requests authenticated as
 }
 
 // New builds the gateway from the config's tools and agents. Response
 // streams are kept in events (nil: in memory).
-func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, log *slog.Logger) (*Gateway, error) {
+func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *Journal, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{ledger: l, tools: map[string]config.Tool{}, agents: cfg.Agents, http: executor.NewHTTP(), log: log, locked: cfg.VaultLocked,
-		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events}
+		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events, journal: journal, sessionActors: map[string]string{}}
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
 			continue // contract only: run by outside executors through the Connect API
@@ -91,7 +95,7 @@ func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, log *slog
 }
 
 func (g *Gateway) server() *sdk.Server {
-	s := sdk.NewServer(&sdk.Implementation{Name: "portcullis", Version: "0.1.0"}, nil)
+	s := sdk.NewServer(&sdk.Implementation{Name: "portcullis", Version: "0.1.0"}, &sdk.ServerOptions{InitializedHandler: g.initialized})
 	for name, t := range g.tools {
 		var schema any = map[string]any{"type": "object"}
 		if len(t.InputSchema) > 0 {
@@ -141,10 +145,18 @@ func (g *Gateway) Handler() http.Handler {
 		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log, EventStore: g.events,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := g.actor(r.Header); !ok {
+		actor, ok := g.actor(r.Header)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="portcullis"`)
 			http.Error(w, `{"error":"missing or unknown bearer token"}`, http.StatusUnauthorized)
 			return
+		}
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			g.mu.Lock()
+			if len(g.sessionActors) < maxTrackedSessions {
+				g.sessionActors[sid] = actor
+			}
+			g.mu.Unlock()
 		}
 		nonce := ulid.Make().String()
 		r.Header.Set(requestHeader, nonce)

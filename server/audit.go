@@ -15,12 +15,13 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 )
 
 // AuditedStreams are the streams of the record.
 // Checkpoints come last, so a verifier has every digest they name.
-var AuditedStreams = []string{ledger.ExecutionsStream, keeper.Stream, AuditStream}
+var AuditedStreams = []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream, AuditStream}
 
 // ReadLedger reads the recorded gateway keys (handed to keys first) and
 // then every event of the record, stream by stream in sequence order.

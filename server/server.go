@@ -95,6 +95,7 @@ type Gateway struct {
 	jsLog   *ljs.Log
 	budLog  *ljs.Log
 	audLog  *ljs.Log
+	sesLog  *ljs.Log
 	sealer  *sealer
 	mcp     *mcp.Gateway
 	cancel  context.CancelFunc
@@ -189,7 +190,12 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	mg, err := mcp.New(g.Ledger, cfg, events, g.log)
+	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	if err != nil {
+		return nil, err
+	}
+	journal := &mcp.Journal{Log: g.sesLog, Key: signKey, GatewayID: id, Logger: g.log}
+	mg, err := mcp.New(g.Ledger, cfg, events, journal, g.log)
 	if err != nil {
 		return nil, err
 	}
@@ -305,6 +311,9 @@ func (g *Gateway) Close(ctx context.Context) {
 		}
 		if g.audLog != nil {
 			g.audLog.Close()
+		}
+		if g.sesLog != nil {
+			g.sesLog.Close()
 		}
 		if g.Views != nil {
 			_ = g.Views.Close()

@@ -1,8 +1,15 @@
 package test
 
 import (
+	"context"
+	"path/filepath"
+
 	"encoding/json"
 	"fmt"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/mcp"
 	"os"
 	"os/exec"
 	"strings"
@@ -59,6 +66,30 @@ func TestTypeScriptClientAgainstServe(t *testing.T) {
 	}
 	if tools := fmt.Sprint(retry["tools"]); !strings.Contains(tools, "deploy_release") || strings.Contains(tools, "contract_only") {
 		t.Fatalf("tools/list: %s", tools)
+	}
+	// The sessions journal tells which agent process each session was.
+	natsURL := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, "nats.url")))))
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ses, err := js.Stream(context.Background(), mcp.SessionsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := 0
+	for _, ev := range subjectEvents(t, ses, "pc.session.*") {
+		if sc := ev.GetSessionChanged(); ev.GetType() == pb.EventType_EVENT_TYPE_SESSION_STARTED && sc.GetClientName() == "ts-agent" && sc.GetActor() == "agent-7" && sc.GetProtocolVersion() != "" {
+			started++
+		}
+	}
+	if started < 2 {
+		t.Fatalf("sessions journal: %d sessions of ts-agent started, want 2", started)
+	}
+	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", natsURL).CombinedOutput(); err != nil {
+		t.Fatalf("audit verify with sessions: %v\n%s", err, out)
 	}
 	// A wrong token is refused.
 	out, _ := exec.Command("node", "ts/agent.mjs", url, "wrong", "deploy_release", `{"release_id":"x"}`).Output()

@@ -48,6 +48,10 @@ const (
 	EventType_EVENT_TYPE_BUDGET_RELEASED  EventType = 24
 	// A signed checkpoint over a whole stream.
 	EventType_EVENT_TYPE_CHECKPOINT EventType = 30
+	// The sessions journal: one agent run (MCP session).
+	EventType_EVENT_TYPE_SESSION_STARTED    EventType = 40
+	EventType_EVENT_TYPE_SESSION_AUTHORIZED EventType = 41
+	EventType_EVENT_TYPE_SESSION_ENDED      EventType = 42
 )
 
 // Enum value maps for EventType.
@@ -71,6 +75,9 @@ var (
 		23: "EVENT_TYPE_BUDGET_SETTLED",
 		24: "EVENT_TYPE_BUDGET_RELEASED",
 		30: "EVENT_TYPE_CHECKPOINT",
+		40: "EVENT_TYPE_SESSION_STARTED",
+		41: "EVENT_TYPE_SESSION_AUTHORIZED",
+		42: "EVENT_TYPE_SESSION_ENDED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":           0,
@@ -91,6 +98,9 @@ var (
 		"EVENT_TYPE_BUDGET_SETTLED":        23,
 		"EVENT_TYPE_BUDGET_RELEASED":       24,
 		"EVENT_TYPE_CHECKPOINT":            30,
+		"EVENT_TYPE_SESSION_STARTED":       40,
+		"EVENT_TYPE_SESSION_AUTHORIZED":    41,
+		"EVENT_TYPE_SESSION_ENDED":         42,
 	}
 )
 
@@ -145,6 +155,7 @@ type Event struct {
 	//	*Event_ExecutionChanged
 	//	*Event_BudgetChanged
 	//	*Event_Checkpoint
+	//	*Event_SessionChanged
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -277,6 +288,15 @@ func (x *Event) GetCheckpoint() *Checkpoint {
 	return nil
 }
 
+func (x *Event) GetSessionChanged() *SessionChanged {
+	if x != nil {
+		if x, ok := x.Body.(*Event_SessionChanged); ok {
+			return x.SessionChanged
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -295,11 +315,18 @@ type Event_Checkpoint struct {
 	Checkpoint *Checkpoint `protobuf:"bytes,23,opt,name=checkpoint,proto3,oneof"`
 }
 
+type Event_SessionChanged struct {
+	// On an agent session's subject (pc.session.<token>).
+	SessionChanged *SessionChanged `protobuf:"bytes,24,opt,name=session_changed,json=sessionChanged,proto3,oneof"`
+}
+
 func (*Event_ExecutionChanged) isEvent_Body() {}
 
 func (*Event_BudgetChanged) isEvent_Body() {}
 
 func (*Event_Checkpoint) isEvent_Body() {}
+
+func (*Event_SessionChanged) isEvent_Body() {}
 
 // ExecutionChanged carries the execution record as it is after the event, so
 // the latest event on an execution's subject is its current state (one direct
@@ -431,11 +458,99 @@ func (x *Checkpoint) GetRunningDigest() []byte {
 	return nil
 }
 
+// SessionChanged is an entry of the sessions journal: which agent process
+// (client, protocol, actor) a session was, so an investigation can tell one
+// process from two.
+type SessionChanged struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Actor           string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	ClientName      string                 `protobuf:"bytes,3,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	ClientVersion   string                 `protobuf:"bytes,4,opt,name=client_version,json=clientVersion,proto3" json:"client_version,omitempty"`
+	ProtocolVersion string                 `protobuf:"bytes,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// Remote address of the agent's connection, where known.
+	RemoteAddr    string `protobuf:"bytes,6,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionChanged) Reset() {
+	*x = SessionChanged{}
+	mi := &file_portcullis_v1_event_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionChanged) ProtoMessage() {}
+
+func (x *SessionChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_portcullis_v1_event_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionChanged.ProtoReflect.Descriptor instead.
+func (*SessionChanged) Descriptor() ([]byte, []int) {
+	return file_portcullis_v1_event_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SessionChanged) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SessionChanged) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *SessionChanged) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *SessionChanged) GetClientVersion() string {
+	if x != nil {
+		return x.ClientVersion
+	}
+	return ""
+}
+
+func (x *SessionChanged) GetProtocolVersion() string {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return ""
+}
+
+func (x *SessionChanged) GetRemoteAddr() string {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return ""
+}
+
 var File_portcullis_v1_event_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1aportcullis/v1/budget.proto\x1a\x1dportcullis/v1/execution.proto\"\x94\x04\n" +
+	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1aportcullis/v1/budget.proto\x1a\x1dportcullis/v1/execution.proto\"\xde\x04\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x18.portcullis.v1.EventTypeR\x04type\x12\x18\n" +
@@ -451,7 +566,8 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\x0ebudget_changed\x18\x16 \x01(\v2\x1d.portcullis.v1.BudgetDecisionH\x00R\rbudgetChanged\x12;\n" +
 	"\n" +
 	"checkpoint\x18\x17 \x01(\v2\x19.portcullis.v1.CheckpointH\x00R\n" +
-	"checkpointB\x06\n" +
+	"checkpoint\x12H\n" +
+	"\x0fsession_changed\x18\x18 \x01(\v2\x1d.portcullis.v1.SessionChangedH\x00R\x0esessionChangedB\x06\n" +
 	"\x04bodyJ\x04\b\x14\x10\x15R\x0eintent_claimed\"\xa4\x01\n" +
 	"\x10ExecutionChanged\x126\n" +
 	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\x12<\n" +
@@ -461,7 +577,17 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"Checkpoint\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12%\n" +
-	"\x0erunning_digest\x18\x03 \x01(\fR\rrunningDigest*\xbc\x04\n" +
+	"\x0erunning_digest\x18\x03 \x01(\fR\rrunningDigest\"\xd9\x01\n" +
+	"\x0eSessionChanged\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1f\n" +
+	"\vclient_name\x18\x03 \x01(\tR\n" +
+	"clientName\x12%\n" +
+	"\x0eclient_version\x18\x04 \x01(\tR\rclientVersion\x12)\n" +
+	"\x10protocol_version\x18\x05 \x01(\tR\x0fprotocolVersion\x12\x1f\n" +
+	"\vremote_addr\x18\x06 \x01(\tR\n" +
+	"remoteAddr*\x9d\x05\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_TYPE_ACCEPTED\x10\x02\x12\x19\n" +
@@ -481,7 +607,10 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\x18EVENT_TYPE_BUDGET_DENIED\x10\x16\x12\x1d\n" +
 	"\x19EVENT_TYPE_BUDGET_SETTLED\x10\x17\x12\x1e\n" +
 	"\x1aEVENT_TYPE_BUDGET_RELEASED\x10\x18\x12\x19\n" +
-	"\x15EVENT_TYPE_CHECKPOINT\x10\x1e\"\x04\b\x01\x10\x01*\x19EVENT_TYPE_INTENT_CLAIMEDBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"\x15EVENT_TYPE_CHECKPOINT\x10\x1e\x12\x1e\n" +
+	"\x1aEVENT_TYPE_SESSION_STARTED\x10(\x12!\n" +
+	"\x1dEVENT_TYPE_SESSION_AUTHORIZED\x10)\x12\x1c\n" +
+	"\x18EVENT_TYPE_SESSION_ENDED\x10*\"\x04\b\x01\x10\x01*\x19EVENT_TYPE_INTENT_CLAIMEDBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_event_proto_rawDescOnce sync.Once
@@ -496,28 +625,30 @@ func file_portcullis_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_portcullis_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_portcullis_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_portcullis_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_portcullis_v1_event_proto_goTypes = []any{
 	(EventType)(0),           // 0: portcullis.v1.EventType
 	(*Event)(nil),            // 1: portcullis.v1.Event
 	(*ExecutionChanged)(nil), // 2: portcullis.v1.ExecutionChanged
 	(*Checkpoint)(nil),       // 3: portcullis.v1.Checkpoint
-	(*BudgetDecision)(nil),   // 4: portcullis.v1.BudgetDecision
-	(*Execution)(nil),        // 5: portcullis.v1.Execution
-	(*Correlation)(nil),      // 6: portcullis.v1.Correlation
+	(*SessionChanged)(nil),   // 4: portcullis.v1.SessionChanged
+	(*BudgetDecision)(nil),   // 5: portcullis.v1.BudgetDecision
+	(*Execution)(nil),        // 6: portcullis.v1.Execution
+	(*Correlation)(nil),      // 7: portcullis.v1.Correlation
 }
 var file_portcullis_v1_event_proto_depIdxs = []int32{
 	0, // 0: portcullis.v1.Event.type:type_name -> portcullis.v1.EventType
 	2, // 1: portcullis.v1.Event.execution_changed:type_name -> portcullis.v1.ExecutionChanged
-	4, // 2: portcullis.v1.Event.budget_changed:type_name -> portcullis.v1.BudgetDecision
+	5, // 2: portcullis.v1.Event.budget_changed:type_name -> portcullis.v1.BudgetDecision
 	3, // 3: portcullis.v1.Event.checkpoint:type_name -> portcullis.v1.Checkpoint
-	5, // 4: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
-	6, // 5: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 4: portcullis.v1.Event.session_changed:type_name -> portcullis.v1.SessionChanged
+	6, // 5: portcullis.v1.ExecutionChanged.execution:type_name -> portcullis.v1.Execution
+	7, // 6: portcullis.v1.ExecutionChanged.correlation:type_name -> portcullis.v1.Correlation
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_event_proto_init() }
@@ -531,6 +662,7 @@ func file_portcullis_v1_event_proto_init() {
 		(*Event_ExecutionChanged)(nil),
 		(*Event_BudgetChanged)(nil),
 		(*Event_Checkpoint)(nil),
+		(*Event_SessionChanged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -538,7 +670,7 @@ func file_portcullis_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_portcullis_v1_event_proto_rawDesc), len(file_portcullis_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
