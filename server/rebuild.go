@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
@@ -54,4 +55,59 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 		return err
 	}
 	return os.Rename(tmp, dir)
+}
+
+// Replay folds the record into fresh views in outDir, from an export
+// directory (from != "") or the live ledger, reporting progress per
+// stream; it returns the number of events folded.
+func Replay(ctx context.Context, o Options, from, outDir string, progress func(stream string, applied, total uint64)) (uint64, error) {
+	if _, err := os.Stat(outDir); err == nil {
+		return 0, fmt.Errorf("%s exists: replay builds fresh views", outDir)
+	}
+	v, err := pebbleviews.Open(outDir)
+	if err != nil {
+		return 0, err
+	}
+	defer v.Close()
+	sources := map[string]projector.Source{}
+	if from != "" {
+		sources[ledger.ExecutionsStream] = audit.ExportSource{Dir: from, Stream: ledger.ExecutionsStream}
+		sources[keeper.Stream] = audit.ExportSource{Dir: from, Stream: keeper.Stream}
+	} else {
+		n, _, err := openForTool(o)
+		if err != nil {
+			return 0, err
+		}
+		defer n.close()
+		for _, name := range []string{ledger.ExecutionsStream, keeper.Stream} {
+			if s, err := n.js.Stream(ctx, name); err == nil {
+				sources[name] = ljs.Source{Stream: s}
+			}
+		}
+	}
+	var total uint64
+	for _, name := range []string{ledger.ExecutionsStream, keeper.Stream} {
+		src, ok := sources[name]
+		if !ok {
+			continue
+		}
+		var p *projector.Projector
+		if name == keeper.Stream {
+			p = projector.NewBudget(src, v, nil)
+		} else {
+			p = projector.New(name, src, v, nil)
+		}
+		var done uint64
+		err := p.CatchUp(ctx, func(applied, all uint64) {
+			done = applied
+			if progress != nil {
+				progress(name, applied, all)
+			}
+		})
+		if err != nil {
+			return total, fmt.Errorf("replay %s: %w", name, err)
+		}
+		total += done
+	}
+	return total, nil
 }

@@ -40,6 +40,7 @@ const (
 	MaxRequestBytes   = 1 << 20 // one Connect request
 	readHeaderTimeout = 10 * time.Second
 	shutdownWaitMax   = 15 * time.Second
+	drainWaitMax      = 5 * time.Second
 	projectorRestart  = time.Second
 )
 
@@ -259,6 +260,22 @@ func (g *Gateway) runProjector(ctx context.Context, p *projector.Projector) {
 	}
 }
 
+// drainViews lets the projectors fold what the streams hold before they
+// stop (bounded), so the views a stopped gateway leaves are complete.
+func (g *Gateway) drainViews() {
+	if g.Views == nil || g.jsLog == nil || g.budLog == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drainWaitMax)
+	defer cancel()
+	if seq, err := g.jsLog.LastSeq(ctx); err == nil {
+		_ = g.Views.WaitFor(ctx, seq)
+	}
+	if seq, err := g.budLog.LastSeq(ctx); err == nil {
+		_ = g.Views.BudgetWaitFor(ctx, seq)
+	}
+}
+
 // runSealer seals checkpoints periodically until ctx ends.
 func (g *Gateway) runSealer(ctx context.Context, every time.Duration) {
 	defer g.wg.Done()
@@ -294,6 +311,7 @@ func (g *Gateway) Close(ctx context.Context) {
 		if g.mcp != nil {
 			g.mcp.Close()
 		}
+		g.drainViews()
 		if g.cancel != nil {
 			g.cancel()
 		}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/audit"
@@ -157,5 +158,47 @@ of an intent.`,
 	readOptions(cmd, &o)
 	cmd.Flags().StringVar(&fp, "fingerprint", "", "investigate the latest execution with this fingerprint (hmac-sha256:…)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable answers and timeline")
+	return cmd
+}
+
+func replayCmd() *cobra.Command {
+	var o server.Options
+	var from, out string
+	cmd := &cobra.Command{
+		Use:   "replay --views DIR",
+		Short: "Fold an export (--from) or the live streams into fresh views, for analysts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--views is required")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			start := time.Now()
+			bars := map[string]*progressbar.ProgressBar{}
+			n, err := server.Replay(ctx, o, from, out, func(stream string, applied, total uint64) {
+				bar, ok := bars[stream]
+				if !ok {
+					bar = progressbar.NewOptions64(int64(total), progressbar.OptionSetDescription(stream),
+						progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
+						progressbar.OptionSetItsString("events"), progressbar.OptionThrottle(100*time.Millisecond))
+					bars[stream] = bar
+				}
+				_ = bar.Set64(int64(applied))
+			})
+			for _, bar := range bars {
+				_ = bar.Finish()
+			}
+			if err != nil {
+				return err
+			}
+			secs := time.Since(start).Seconds()
+			fmt.Fprintf(cmd.ErrOrStderr(), "\nreplayed %d events into %s in %.2fs (%.0f events/s)\n", n, out, secs, float64(n)/secs)
+			return nil
+		},
+	}
+	readOptions(cmd, &o)
+	cmd.Flags().StringVar(&from, "from", "", "an export directory (portcullis export) instead of the live ledger")
+	cmd.Flags().StringVar(&out, "views", "", "directory for the fresh views (must not exist)")
 	return cmd
 }
