@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -18,9 +19,12 @@ import (
 
 // Manifest describes an export directory.
 type Manifest struct {
-	ExportedAt time.Time               `json:"exported_at"`
-	Streams    map[string]StreamExport `json:"streams"`
-	Gateways   map[string]string       `json:"gateways"` // id → hex Ed25519 public key
+	ExportedAt time.Time `json:"exported_at"`
+	// Filter describes a partial export (subject filter, time range); a
+	// partial export is for analysis and is not verified.
+	Filter   string                  `json:"filter,omitempty"`
+	Streams  map[string]StreamExport `json:"streams"`
+	Gateways map[string]string       `json:"gateways"` // id → hex Ed25519 public key
 }
 
 // StreamExport is one stream's file in an export.
@@ -65,6 +69,9 @@ func NewWriter(dir string, gateways map[string]ed25519.PublicKey) (*Writer, erro
 	}
 	return w, nil
 }
+
+// SetFilter marks the export as partial.
+func (w *Writer) SetFilter(f string) { w.man.Filter = f }
 
 // Add writes one record.
 func (w *Writer) Add(r Record, at time.Time) error {
@@ -126,6 +133,9 @@ func ReadExport(dir string) (Report, error) {
 	if err := json.Unmarshal(b, &man); err != nil {
 		return Report{}, fmt.Errorf("export manifest: %w", err)
 	}
+	if man.Filter != "" {
+		return Report{}, fmt.Errorf("%s is a partial export (%s): verify a full export", dir, man.Filter)
+	}
 	keys := map[string]ed25519.PublicKey{}
 	for id, h := range man.Gateways {
 		k, err := hex.DecodeString(h)
@@ -180,4 +190,19 @@ func ReadExport(dir string) (Report, error) {
 func isCheckpoints(data []byte) bool {
 	ev := new(pb.Event)
 	return proto.Unmarshal(data, ev) == nil && ev.GetCheckpoint() != nil
+}
+
+// SubjectMatches reports whether a NATS subject matches a filter with
+// "*" (one token) and ">" (the rest) wildcards.
+func SubjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (tok != "*" && tok != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
 }

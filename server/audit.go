@@ -73,7 +73,9 @@ func ReadLedger(ctx context.Context, o Options, gotKeys func(map[string]ed25519.
 // ReadIntent reads every event of every execution of the intent that
 // executionID (or, when it is empty, the fingerprint) belongs to, for an
 // investigation. It returns the execution asked about.
-func ReadIntent(ctx context.Context, o Options, executionID, fingerprint string) (string, []audit.Stored, error) {
+// With an operation key instead, it investigates the latest execution
+// accepted under that key (the key is stored in the execution record).
+func ReadIntent(ctx context.Context, o Options, executionID, fingerprint, operationKey string) (string, []audit.Stored, error) {
 	n, _, err := openForTool(o)
 	if err != nil {
 		return "", nil, err
@@ -82,6 +84,24 @@ func ReadIntent(ctx context.Context, o Options, executionID, fingerprint string)
 	s, err := n.js.Stream(ctx, ledger.ExecutionsStream)
 	if err != nil {
 		return "", nil, fmt.Errorf("stream %s: %w", ledger.ExecutionsStream, err)
+	}
+	if operationKey != "" {
+		err := ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
+			ev, err := ljs.Decode(e.Data)
+			if err != nil {
+				return err
+			}
+			if ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey {
+				executionID = ev.GetExecutionId()
+			}
+			return nil
+		})
+		if err != nil {
+			return "", nil, err
+		}
+		if executionID == "" {
+			return "", nil, fmt.Errorf("%w: no execution with operation key %q", ledger.ErrNotFound, operationKey)
+		}
 	}
 	return readIntent(ctx, s, executionID, fingerprint)
 }

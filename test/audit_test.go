@@ -125,6 +125,20 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 		}
 	}
 
+	// A partial export (one execution) is for analysts, and is not verified.
+	first := readLines(t, filepath.Join(export, ledger.ExecutionsStream+".jsonl"))[0]
+	_, id, _ := ledger.ParseExecutionSubject(first.Subject)
+	partial := filepath.Join(t.TempDir(), "partial")
+	if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--out", partial, "--subject", "pc.exec.*."+id).CombinedOutput(); err != nil {
+		t.Fatalf("partial export: %v\n%s", err, out)
+	}
+	if ls := readLines(t, filepath.Join(partial, ledger.ExecutionsStream+".jsonl")); len(ls) != 3 {
+		t.Fatalf("partial export holds %d events, want the execution's 3", len(ls))
+	}
+	if _, err := audit.ReadExport(partial); err == nil || !strings.Contains(err.Error(), "partial export") {
+		t.Fatalf("verify of a partial export: %v", err)
+	}
+
 	// One byte changed in an event's payload.
 	wantFailure(t, tampered(t, export, func(ls []audit.Line) []audit.Line {
 		d := ls[5].Data

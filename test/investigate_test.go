@@ -76,6 +76,10 @@ func TestInvestigateIncidents(t *testing.T) {
 	if len(inv.Related) != 1 || inv.Related[0] != b2.GetExecutionId() {
 		t.Fatalf("related: %v", inv.Related)
 	}
+	byKey, err := exec.Command(binary, "investigate", "--operation-key", "order-2", "--nats-url", natsURL, "--json").Output()
+	if err != nil || !strings.Contains(string(byKey), `"execution_id": "`+b2.GetExecutionId()+`"`) {
+		t.Fatalf("investigate --operation-key: %v\n%s", err, byKey)
+	}
 
 	// (c) A retry after an unknown outcome, held for review.
 	x := begin("rotate_credentials", "s-c", "1", "", map[string]any{"credential": "db-prod"})

@@ -18,7 +18,9 @@ import (
 
 func exportCmd() *cobra.Command {
 	var o server.Options
-	var out string
+	var out, subject string
+	var since, until time.Time
+	var sinceS, untilS string
 	cmd := &cobra.Command{
 		Use:   "export --out DIR",
 		Short: "Export the record (every stream as JSON lines, with the gateway keys) for offline verification and analysis",
@@ -27,6 +29,19 @@ func exportCmd() *cobra.Command {
 			if out == "" {
 				return fmt.Errorf("--out is required")
 			}
+			for _, tv := range []struct {
+				s string
+				t *time.Time
+			}{{sinceS, &since}, {untilS, &until}} {
+				if tv.s != "" {
+					t, err := time.Parse(time.RFC3339, tv.s)
+					if err != nil {
+						return fmt.Errorf("want an RFC 3339 time like 2026-11-29T10:00:00Z, got %q", tv.s)
+					}
+					*tv.t = t
+				}
+			}
+			partial := subject != "" || sinceS != "" || untilS != ""
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			var w *audit.Writer
@@ -34,8 +49,15 @@ func exportCmd() *cobra.Command {
 			err := server.ReadLedger(ctx, o, func(keys map[string]ed25519.PublicKey) error {
 				var err error
 				w, err = audit.NewWriter(out, keys)
+				if partial && err == nil {
+					w.SetFilter(fmt.Sprintf("subject %q since %q until %q", subject, sinceS, untilS))
+				}
 				return err
 			}, func(r audit.Record, at time.Time) error {
+				if (subject != "" && !audit.SubjectMatches(subject, r.Subject)) ||
+					(!since.IsZero() && at.Before(since)) || (!until.IsZero() && !at.Before(until)) {
+					return nil
+				}
 				n++
 				return w.Add(r, at)
 			})
@@ -51,6 +73,9 @@ func exportCmd() *cobra.Command {
 	}
 	readOptions(cmd, &o)
 	cmd.Flags().StringVar(&out, "out", "", "export directory (created; must not hold an export)")
+	cmd.Flags().StringVar(&subject, "subject", "", "only events on subjects matching this NATS filter (e.g. 'pc.exec.*.act_…'); a partial export is not verifiable")
+	cmd.Flags().StringVar(&sinceS, "since", "", "only events stored at or after this RFC 3339 time")
+	cmd.Flags().StringVar(&untilS, "until", "", "only events stored before this RFC 3339 time")
 	return cmd
 }
 
@@ -78,13 +103,19 @@ a summary and every failure with stream, sequence, subject and reason; exits 1 o
 				ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 				defer stop()
 				var v *audit.Verifier
+				bar := progressbar.NewOptions64(-1, progressbar.OptionSetDescription("verifying"), progressbar.OptionSetWriter(os.Stderr),
+					progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
+					progressbar.OptionThrottle(200*time.Millisecond))
 				err := server.ReadLedger(ctx, o, func(keys map[string]ed25519.PublicKey) error {
 					v = audit.NewVerifier(keys)
 					return nil
 				}, func(r audit.Record, _ time.Time) error {
 					v.Add(r)
+					_ = bar.Add(1)
 					return nil
 				})
+				_ = bar.Finish()
+				fmt.Fprintln(os.Stderr)
 				if err != nil {
 					return err
 				}
@@ -121,7 +152,7 @@ a summary and every failure with stream, sequence, subject and reason; exits 1 o
 
 func investigateCmd() *cobra.Command {
 	var o server.Options
-	var fp string
+	var fp, opKey string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "investigate [EXECUTION_ID]",
@@ -138,10 +169,16 @@ of an intent.`,
 			if len(args) == 1 {
 				id = args[0]
 			}
-			if (id == "") == (fp == "") {
-				return fmt.Errorf("give an EXECUTION_ID or --fingerprint")
+			given := 0
+			for _, v := range []string{id, fp, opKey} {
+				if v != "" {
+					given++
+				}
 			}
-			id, events, err := server.ReadIntent(cmd.Context(), o, id, fp)
+			if given != 1 {
+				return fmt.Errorf("give one of EXECUTION_ID, --fingerprint, --operation-key")
+			}
+			id, events, err := server.ReadIntent(cmd.Context(), o, id, fp, opKey)
 			if err != nil {
 				return err
 			}
@@ -157,6 +194,7 @@ of an intent.`,
 	}
 	readOptions(cmd, &o)
 	cmd.Flags().StringVar(&fp, "fingerprint", "", "investigate the latest execution with this fingerprint (hmac-sha256:…)")
+	cmd.Flags().StringVar(&opKey, "operation-key", "", "investigate the latest execution accepted under this operation key")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable answers and timeline")
 	return cmd
 }
