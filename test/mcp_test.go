@@ -124,9 +124,13 @@ func startMCPGateway(t *testing.T, cfg, natsURL string) *server.Gateway {
 }
 
 func startMCPGatewayTB(t testing.TB, cfg, natsURL string) *server.Gateway {
+	return startMCPGatewayLog(t, cfg, natsURL, io.Discard)
+}
+
+func startMCPGatewayLog(t testing.TB, cfg, natsURL string, logs io.Writer) *server.Gateway {
 	g, err := server.Start(context.Background(), server.Options{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsURL: natsURL, NatsListen: "127.0.0.1:-1",
-		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +376,8 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(withSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := startMCPGateway(t, cfg, "")
+	var logs lockedBuffer
+	g := startMCPGatewayLog(t, cfg, "", &logs)
 	post := func(body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/mcp", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+agentToken)
@@ -406,6 +411,27 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 			t.Fatalf("secret in event %s", ev.GetEventId())
 		}
 	}
+	if l := logs.String(); len(l) == 0 || strings.Contains(l, secret) {
+		t.Fatalf("logs (%d bytes) hold the secret, or nothing was logged", len(l))
+	}
+}
+
+// lockedBuffer collects a gateway's log lines from many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // waitState polls the ledger until the execution reaches state (bounded).
