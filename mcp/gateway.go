@@ -66,13 +66,16 @@ type Gateway struct {
 	mu            sync.Mutex
 	pending       map[string][]string // request nonce → executions whose result that request carries
 	sessionActors map[string]string   // MCP session id → the actor its requests authenticated as
+	local         map[string]bool     // sessions this gateway holds
+	owners        SessionOwners
+	self          string
 }
 
 // New builds the gateway from the config's tools and agents. Response
 // streams are kept in events (nil: in memory).
 func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *Journal, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{ledger: l, tools: map[string]config.Tool{}, agents: cfg.Agents, http: executor.NewHTTP(), log: log, locked: cfg.VaultLocked,
-		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events, journal: journal, sessionActors: map[string]string{}}
+		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events, journal: journal, sessionActors: map[string]string{}, local: map[string]bool{}}
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
 			continue // contract only: run by outside executors through the Connect API
@@ -152,6 +155,9 @@ func (g *Gateway) Handler() http.Handler {
 			return
 		}
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			if g.forward(w, r, sid) {
+				return
+			}
 			g.mu.Lock()
 			if len(g.sessionActors) < maxTrackedSessions {
 				g.sessionActors[sid] = actor

@@ -80,8 +80,22 @@ func (j *Journal) append(ctx context.Context, sessionID string, body *pb.Session
 // initialized records a session's start and authorization, and its end
 // when the session closes.
 func (g *Gateway) initialized(ctx context.Context, req *sdk.InitializedRequest) {
-	if g.journal == nil || req.Session == nil || req.Session.ID() == "" {
+	if req.Session == nil || req.Session.ID() == "" {
 		return // stateless requests have no session to journal
+	}
+	g.mu.Lock()
+	g.local[req.Session.ID()] = true
+	owners, self := g.owners, g.self
+	g.mu.Unlock()
+	if owners != nil {
+		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := owners.Claim(octx, req.Session.ID(), self); err != nil {
+			g.log.Warn("session owner", "session", req.Session.ID(), "err", err)
+		}
+		cancel()
+	}
+	if g.journal == nil {
+		return
 	}
 	var actor string
 	if req.Extra != nil {
@@ -107,6 +121,7 @@ func (g *Gateway) initialized(ctx context.Context, req *sdk.InitializedRequest) 
 		_ = req.Session.Wait()
 		g.mu.Lock()
 		delete(g.sessionActors, id)
+		delete(g.local, id)
 		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -287,3 +287,32 @@ func openForTool(o Options) (*natsConn, *slog.Logger, error) {
 	n, err := openNATS(o, lg)
 	return n, lg, err
 }
+
+// sessionOwners keeps MCP session owners in the ledger's meta stream
+// (pc.meta.session.<digest>: the owning gateway's URL; first claim wins).
+type sessionOwners struct{ js jetstream.JetStream }
+
+func ownerSubject(sessionID string) string {
+	sum := sha256.Sum256([]byte(sessionID))
+	return "pc.meta.session." + hex.EncodeToString(sum[:16])
+}
+
+func (s sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) error {
+	_, err := s.js.Publish(ctx, ownerSubject(sessionID), []byte(ownerURL), jetstream.WithExpectLastSequencePerSubject(0))
+	return err
+}
+
+func (s sessionOwners) Owner(ctx context.Context, sessionID string) (string, error) {
+	st, err := s.js.Stream(ctx, metaStream)
+	if err != nil {
+		return "", err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, ownerSubject(sessionID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(m.Data), nil
+}

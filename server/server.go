@@ -206,6 +206,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
 	g.Addr = ln.Addr().String()
+	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
 	g.http = newHTTPServer(g, mg)
 	g.wg.Add(1)
 	go func() {

@@ -1,0 +1,56 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+)
+
+// SessionOwners records which gateway holds each stateful MCP session, so
+// a request for a session that lives on another gateway (a resumption with
+// Last-Event-ID after a load balancer moved the client, say) is forwarded
+// to its owner instead of failing with "session not found". The response
+// streams themselves are in JetStream, so the owner replays what was sent.
+type SessionOwners interface {
+	// Claim records this gateway as the session's owner.
+	Claim(ctx context.Context, sessionID, ownerURL string) error
+	// Owner returns the owner's URL ("" when unknown).
+	Owner(ctx context.Context, sessionID string) (string, error)
+}
+
+const ownerLookupMax = 2 * time.Second
+
+// SetOwners lets the gateway record and look up session owners; self is
+// this gateway's base URL (known once it listens).
+func (g *Gateway) SetOwners(o SessionOwners, self string) {
+	g.mu.Lock()
+	g.owners, g.self = o, self
+	g.mu.Unlock()
+}
+
+// forward sends a request for a session this gateway does not hold to the
+// gateway that does. It reports whether it handled the request.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+	g.mu.Lock()
+	owners, self, local := g.owners, g.self, g.local[sessionID]
+	g.mu.Unlock()
+	if owners == nil || local {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), ownerLookupMax)
+	owner, err := owners.Owner(ctx, sessionID)
+	cancel()
+	if err != nil || owner == "" || owner == self {
+		return false
+	}
+	target, err := url.Parse(owner)
+	if err != nil {
+		return false
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1 // server-sent events: pass every event on at once
+	proxy.ServeHTTP(w, r)
+	return true
+}
