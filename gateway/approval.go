@@ -22,14 +22,7 @@ var _ portcullisv1connect.ApprovalServiceHandler = (*ApprovalService)(nil)
 
 // ListPending lists executions waiting for a person, oldest first.
 func (s *ApprovalService) ListPending(ctx context.Context, req *connect.Request[pb.ListPendingRequest]) (*connect.Response[pb.ListPendingResponse], error) {
-	size := int(req.Msg.GetPageSize())
-	if size < 0 || size > 1000 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("page_size must be between 0 and 1000"))
-	}
-	if size == 0 {
-		size = 100
-	}
-	xs, _, err := s.Ledger.List(ctx, ledger.ListQuery{PageSize: size, State: pb.State_STATE_AWAITING_APPROVAL})
+	xs, _, err := s.Ledger.List(ctx, ledger.ListQuery{PageSize: int(req.Msg.GetPageSize()), State: pb.State_STATE_AWAITING_APPROVAL})
 	if err != nil {
 		return nil, connectError(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -259,5 +258,3 @@ func BenchmarkSingleCASAppend(b *testing.B) {
 		})
 	}
 }
-
-var _ = connect.NewRequest[pb.BeginRequest]
