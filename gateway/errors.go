@@ -29,7 +29,7 @@ func connectError(err error) error {
 	case errors.Is(err, budget.ErrNotHeld), errors.Is(err, budget.ErrAlreadyClosed), errors.Is(err, budget.ErrLimitNotValid),
 		errors.Is(err, budget.ErrTooManyHolds):
 		code = connect.CodeFailedPrecondition
-	case errors.Is(err, ledger.ErrNoContract), errors.Is(err, ledger.ErrBudgetDenied):
+	case errors.Is(err, ledger.ErrNoContract), errors.Is(err, ledger.ErrBudgetDenied), errors.Is(err, ledger.ErrDeadlineAhead):
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, ledger.ErrKeyReuse):
 		code = connect.CodeAlreadyExists

@@ -92,11 +92,14 @@ func (s *ExecutionService) Deny(ctx context.Context, req *connect.Request[pb.Den
 	return connect.NewResponse(&pb.DenyResponse{Execution: x}), nil
 }
 
-// MarkDispatched wins the right to send to the target; exactly one caller wins.
+// MarkDispatched wins the right to send to the target; exactly one caller
+// wins. A retry with the winner's dispatch_token is answered as the winner
+// was; the DISPATCHED record carries the dispatch deadline.
 func (s *ExecutionService) MarkDispatched(ctx context.Context, req *connect.Request[pb.MarkDispatchedRequest]) (*connect.Response[pb.MarkDispatchedResponse], error) {
-	x, err := s.change(ctx, req.Msg.GetExecutionId(), pb.EventType_EVENT_TYPE_DISPATCHED, "", nil)
+	x, err := s.Ledger.Transition(ctx, ledger.Change{ExecutionID: req.Msg.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_DISPATCHED,
+		DispatchToken: req.Msg.GetDispatchToken()})
 	if err != nil {
-		return nil, err
+		return nil, connectError(err)
 	}
 	return connect.NewResponse(&pb.MarkDispatchedResponse{Execution: x}), nil
 }

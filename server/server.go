@@ -42,6 +42,9 @@ const (
 	shutdownWaitMax   = 15 * time.Second
 	drainWaitMax      = 5 * time.Second
 	projectorRestart  = time.Second
+	// SweepEvery is how often every gateway expires DISPATCHED executions
+	// past their dispatch deadline (ledger.Service.SweepOverdue).
+	SweepEvery = 2 * time.Second
 )
 
 // Options configure a gateway; cmd/portcullis fills them from flags.
@@ -182,10 +185,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(3)
+	g.wg.Add(4)
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
 	go g.runSealer(runCtx, o.CheckpointEvery)
+	go g.runSweep(runCtx)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
 	if err != nil {
@@ -290,6 +294,28 @@ func (g *Gateway) runSealer(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			if err := g.sealer.seal(ctx); err != nil {
 				g.log.Warn("checkpoint", "err", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// runSweep expires overdue dispatches every SweepEvery until ctx ends, so
+// a dispatch whose gateway died is recorded OUTCOME_UNKNOWN by a living one.
+func (g *Gateway) runSweep(ctx context.Context) {
+	defer g.wg.Done()
+	t := time.NewTicker(SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			n, err := g.Ledger.SweepOverdue(ctx)
+			if err != nil && ctx.Err() == nil {
+				g.log.Warn("deadline sweep", "err", err)
+			}
+			if n > 0 {
+				g.log.Info("deadline sweep: recorded outcome unknown", "executions", n)
 			}
 		case <-ctx.Done():
 			return
