@@ -71,7 +71,7 @@ var legalTransitions = map[edge]legalRule{
 	// NOT_EXECUTED (absence proven) resumes the same execution when its
 	// operation key is retried: same id, same Idempotency-Key.
 	{sNotExec, pb.EventType_EVENT_TYPE_DISPATCHED}: {sDisp, anyClass},
-	{sUnknown, pb.EventType_EVENT_TYPE_DISPATCHED}:  {sDisp, contract.IdempotencyKey},
+	{sUnknown, pb.EventType_EVENT_TYPE_DISPATCHED}: {sDisp, contract.IdempotencyKey},
 
 	// NOT_SENT: DISPATCHED is appended before any byte goes out, so "no byte
 	// left the process" is learned after the dispatch was won.

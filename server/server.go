@@ -33,6 +33,7 @@ import (
 	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+	"github.com/portcullis-dev/portcullis/toolcall"
 )
 
 // Limits of the API listener.
@@ -211,7 +212,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g.Addr = ln.Addr().String()
 	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
-	g.http = newHTTPServer(g, mg)
+	binder, err := toolcall.New(cfg.Tools)
+	if err != nil {
+		return nil, err
+	}
+	g.http = newHTTPServer(g, mg, binder)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -224,11 +229,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mg.Handler())
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
-	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
+	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
