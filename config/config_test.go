@@ -55,6 +55,26 @@ tools:
 			Approval:    contract.ApprovalSession,
 		}},
 	}, {
+		name: "key_retention, intent_scope and timeout reach the contract",
+		yaml: "tools:\n  pay: {retry: idempotency_key, match_window: 10m, key_retention: 48h, intent_scope: session, timeout: 2s}\n",
+		tool: "pay",
+		want: Tool{Name: "pay", Timeout: 2 * time.Second, Contract: contract.Contract{
+			Tool: "pay", Retry: contract.IdempotencyKey,
+			MatchWindow:  contract.MatchWindow{Duration: 10 * time.Minute},
+			KeyRetention: contract.KeyRetention{Duration: 48 * time.Hour},
+			IntentScope:  contract.ScopeSession, Timeout: 2 * time.Second,
+			Approval: contract.ApprovalSession,
+		}},
+	}, {
+		name: "key_retention ledger is the default, written out",
+		yaml: "tools:\n  pay: {retry: idempotency_key, match_window: 10m, key_retention: ledger, intent_scope: agent}\n",
+		tool: "pay",
+		want: Tool{Name: "pay", Contract: contract.Contract{
+			Tool: "pay", Retry: contract.IdempotencyKey,
+			MatchWindow: contract.MatchWindow{Duration: 10 * time.Minute},
+			IntentScope: contract.ScopeAgent, Approval: contract.ApprovalSession,
+		}},
+	}, {
 		name: "until_resolved and per_use",
 		yaml: "tools:\n  rotate:\n    retry: irreversible\n    match_window: until_resolved\n    approval: per_use\n",
 		tool: "rotate",
@@ -211,6 +231,9 @@ func TestParseBad(t *testing.T) {
 		{"missing match_window", "tools:\n  a:\n    retry: status_query\n", `bad.yaml:2: tools.a.match_window: missing (want a duration`},
 		{"bad duration", "tools:\n  a:\n    retry: status_query\n    match_window: 1 hour\n", `bad.yaml:4: tools.a.match_window: invalid duration "1 hour"`},
 		{"duration without unit", "tools:\n  a:\n    retry: status_query\n    match_window: 10\n", `bad.yaml:4: tools.a.match_window: invalid duration "10"`},
+		{"key_retention under 24h", "tools:\n  a:\n    retry: status_query\n    match_window: 1h\n    key_retention: 23h\n", `bad.yaml:5: tools.a.key_retention: duration "23h" is shorter than the 24h minimum`},
+		{"key_retention not a duration", "tools:\n  a:\n    retry: status_query\n    match_window: 1h\n    key_retention: forever\n", `bad.yaml:5: tools.a.key_retention: invalid duration "forever" (want a Go duration such as 48h, or ledger)`},
+		{"unknown intent_scope", "tools:\n  a:\n    retry: status_query\n    match_window: 1h\n    intent_scope: socket\n", `bad.yaml:5: tools.a.intent_scope: unknown intent scope "socket" (want agent, session)`},
 		{"zero duration", "tools:\n  a:\n    retry: status_query\n    match_window: 0s\n", `bad.yaml:4: tools.a.match_window: duration "0s" must be greater than 0`},
 		{"negative duration", "tools:\n  a:\n    retry: idempotency_key\n    match_window: -5m\n", `bad.yaml:4: tools.a.match_window: duration "-5m" must be greater than 0`},
 		{"duration too long", "tools:\n  a:\n    retry: irreversible\n    match_window: 721h\n", `bad.yaml:4: tools.a.match_window: duration "721h" is longer than the 720h maximum`},

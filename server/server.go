@@ -33,6 +33,7 @@ import (
 	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+	"github.com/portcullis-dev/portcullis/toolcall"
 )
 
 // Limits of the API listener.
@@ -42,6 +43,9 @@ const (
 	shutdownWaitMax   = 15 * time.Second
 	drainWaitMax      = 5 * time.Second
 	projectorRestart  = time.Second
+	// SweepEvery is how often every gateway expires DISPATCHED executions
+	// past their dispatch deadline (ledger.Service.SweepOverdue).
+	SweepEvery = 2 * time.Second
 )
 
 // Options configure a gateway; cmd/portcullis fills them from flags.
@@ -182,10 +186,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(3)
+	g.wg.Add(4)
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
 	go g.runSealer(runCtx, o.CheckpointEvery)
+	go g.runSweep(runCtx)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
 	if err != nil {
@@ -207,7 +212,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g.Addr = ln.Addr().String()
 	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
-	g.http = newHTTPServer(g, mg)
+	binder, err := toolcall.New(cfg.Tools)
+	if err != nil {
+		return nil, err
+	}
+	g.http = newHTTPServer(g, mg, binder)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -220,11 +229,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mg.Handler())
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
-	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
+	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
@@ -290,6 +299,28 @@ func (g *Gateway) runSealer(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			if err := g.sealer.seal(ctx); err != nil {
 				g.log.Warn("checkpoint", "err", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// runSweep expires overdue dispatches every SweepEvery until ctx ends, so
+// a dispatch whose gateway died is recorded OUTCOME_UNKNOWN by a living one.
+func (g *Gateway) runSweep(ctx context.Context) {
+	defer g.wg.Done()
+	t := time.NewTicker(SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			n, err := g.Ledger.SweepOverdue(ctx)
+			if err != nil && ctx.Err() == nil {
+				g.log.Warn("deadline sweep", "err", err)
+			}
+			if n > 0 {
+				g.log.Info("deadline sweep: recorded outcome unknown", "executions", n)
 			}
 		case <-ctx.Done():
 			return
