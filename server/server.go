@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/oklog/ulid/v2"
 	"github.com/portcullis-dev/portcullis/audit"
+	"github.com/portcullis-dev/portcullis/auth"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/contract"
@@ -71,6 +73,9 @@ type Options struct {
 	// CheckpointEvery is how often the gateway seals signed checkpoints
 	// over the streams (0: DefaultCheckpointEvery); it also seals on shutdown.
 	CheckpointEvery time.Duration
+	// TLSCert and TLSKey serve the API over TLS; ClientCA (PEM) verifies
+	// client certificates, which callers.X.cert_sha256 maps to callers.
+	TLSCert, TLSKey, ClientCA string
 }
 
 // Gateway is a running gateway.
@@ -124,6 +129,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		}
 	}
 	id, err := gatewayID(o, cfg)
+	if err != nil {
+		return nil, err
+	}
+	authn, err := newAuthenticator(cfg, o, lg)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := serverTLS(o)
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +219,12 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
 	g.Addr = ln.Addr().String()
-	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
-	g.http = newHTTPServer(g, mg)
+	scheme := "http://"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https://"
+	}
+	mg.SetOwners(sessionOwners{js: g.nats.js}, scheme+g.Addr)
+	g.http = newHTTPServer(g, mg, auth.NewInterceptor(authn, auth.Policy{ExecutionActor: g.executionActor}, g.log))
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -220,10 +237,12 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, authz connect.Interceptor) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mg.Handler())
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
+	// Every Connect service goes through the caller check; health and
+	// reflection stay open.
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithInterceptors(authz)}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
@@ -239,8 +258,19 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout}
+	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout, ConnContext: auth.ConnContext}
+}
+
+// executionActor is the actor of a recorded execution, for the policy that
+// keeps an executor to the actors it acts for.
+func (g *Gateway) executionActor(ctx context.Context, id string) (string, error) {
+	x, err := g.Ledger.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return x.GetActor(), nil
 }
 
 // runProjector keeps the views folding; after a failure it starts again

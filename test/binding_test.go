@@ -70,7 +70,7 @@ func TestBudgetBoundExecutions(t *testing.T) {
 	if r := pay("op-C", 9_000, "5"); r.GetRecovery() != pb.Recovery_RECOVERY_RETURN_DENIAL {
 		t.Fatalf("retry of a budget denial: %v", r.GetRecovery())
 	}
-	mustOK(t)(c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: bID, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, By: "ops", Evidence: "status endpoint: no such payment"})))
+	mustOK(t)(c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: bID, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, Evidence: "status endpoint: no such payment"})))
 	if acc := account(); acc.GetHeld() != 0 || acc.GetSpent() != 12_000 {
 		t.Fatalf("after not executed: %v", acc)
 	}

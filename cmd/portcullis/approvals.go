@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -13,11 +12,12 @@ import (
 
 func approvalsCmd() *cobra.Command {
 	var addr string
-	client := func() portcullisv1connect.ApprovalServiceClient {
-		return portcullisv1connect.NewApprovalServiceClient(http.DefaultClient, addr)
-	}
 	cmd := &cobra.Command{Use: "approvals", Short: "Decide executions of per_use tools (through a running gateway's API)"}
 	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	httpClient := tokenFlag(cmd, true)
+	client := func() portcullisv1connect.ApprovalServiceClient {
+		return portcullisv1connect.NewApprovalServiceClient(httpClient(), addr)
+	}
 
 	list := &cobra.Command{
 		Use: "list", Short: "List executions waiting for approval, with their original records", Args: cobra.NoArgs,
@@ -46,7 +46,8 @@ func approvalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", res.Msg.GetExecution().GetExecutionId(), res.Msg.GetExecution().GetState(), by)
+			x := res.Msg.GetExecution()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", x.GetExecutionId(), x.GetState(), x.GetAuthorizedBy())
 			return nil
 		},
 	}
@@ -57,13 +58,13 @@ func approvalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", res.Msg.GetExecution().GetExecutionId(), res.Msg.GetExecution().GetState(), by)
+			x := res.Msg.GetExecution()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", x.GetExecutionId(), x.GetState(), x.GetAuthorizedBy())
 			return nil
 		},
 	}
 	for _, c := range []*cobra.Command{approve, deny} {
-		c.Flags().StringVar(&by, "by", "", "who decides (required)")
-		_ = c.MarkFlagRequired("by")
+		c.Flags().StringVar(&by, "by", "", "who decides: optional, and refused unless it is the caller the token authenticates (the gateway records the caller)")
 	}
 	deny.Flags().StringVar(&reason, "reason", "", "why")
 	cmd.AddCommand(list, approve, deny)
