@@ -73,7 +73,7 @@ func serverTLS(o Options) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	if o.ClientCA != "" {
 		pem, err := os.ReadFile(o.ClientCA)
 		if err != nil {

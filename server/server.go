@@ -260,7 +260,8 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, authz connect.Interceptor) *http
 	p.SetHTTP1(true)
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout, ConnContext: auth.ConnContext}
+	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout, ConnContext: auth.ConnContext,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 }
 
 // executionActor is the actor of a recorded execution, for the policy that
