@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 )
@@ -44,7 +45,7 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		if err := i.pol.CheckResponse(p, procedure, res.Any()); err != nil {
 			i.log.Warn("connect call refused", "caller", p.Name, "procedure", procedure, "err", err)
-			return nil, connect.NewError(connect.CodePermissionDenied, err)
+			return nil, connect.NewError(connect.CodePermissionDenied, reason(err))
 		}
 		return res, nil
 	}
@@ -70,13 +71,13 @@ func (i *interceptor) authorize(ctx context.Context, h http.Header, procedure st
 	p, err := i.a.Authenticate(h.Get("Authorization"), PeerCertificates(ctx))
 	if err != nil {
 		i.log.Info("connect call unauthenticated", "procedure", procedure, "remote", remote, "err", err)
-		ce := connect.NewError(connect.CodeUnauthenticated, err)
+		ce := connect.NewError(connect.CodeUnauthenticated, reason(err))
 		ce.Meta().Set("WWW-Authenticate", wwwAuthenticate)
 		return nil, ce
 	}
 	if err := i.pol.Check(ctx, p, procedure, msg); err != nil {
 		i.log.Warn("connect call refused", "caller", p.Name, "procedure", procedure, "remote", remote, "err", err)
-		return nil, connect.NewError(connect.CodePermissionDenied, err)
+		return nil, connect.NewError(connect.CodePermissionDenied, reason(err))
 	}
 	return p, nil
 }
@@ -108,6 +109,16 @@ func verified(st tls.ConnectionState) []*x509.Certificate {
 		return nil
 	}
 	return st.VerifiedChains[0]
+}
+
+// reason is err without the sentinel's prefix, which the Connect code
+// already says.
+func reason(err error) error {
+	s := err.Error()
+	for _, sentinel := range []error{ErrUnauthenticated, ErrPermissionDenied} {
+		s = strings.TrimPrefix(s, sentinel.Error()+": ")
+	}
+	return errors.New(s)
 }
 
 // codeOf maps this package's errors to Connect codes.

@@ -31,7 +31,7 @@ func Middleware(a *Authenticator, roles []Role, lg *slog.Logger, next http.Handl
 				w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 			}
 			if ew.IsSupported(r) {
-				_ = ew.Write(w, r, connect.NewError(code, err))
+				_ = ew.Write(w, r, connect.NewError(code, reason(err)))
 				return
 			}
 			status := http.StatusForbidden

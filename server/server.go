@@ -94,6 +94,9 @@ type Gateway struct {
 	Projector     *projector.Projector
 	Budget        *projector.Projector
 	Views         *pebbleviews.Views
+	// Auth authenticates API callers (the config's callers:); other routes
+	// of the listener use it through auth.Middleware.
+	Auth *auth.Authenticator
 
 	log     *slog.Logger
 	http    *http.Server
@@ -140,7 +143,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{ID: id, log: lg.With("gateway", id)}
+	g := &Gateway{ID: id, log: lg.With("gateway", id), Auth: authn}
 	ok := false
 	defer func() {
 		if !ok {
