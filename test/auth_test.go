@@ -362,3 +362,24 @@ func TestAuthNoCallersLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// auth decides who calls; it touches no storage. config reads one file; it
+// imports no Connect (and so not auth).
+func TestAuthAndConfigImports(t *testing.T) {
+	for pkg, forbidden := range map[string][]string{
+		"auth":   {"github.com/nats-io/", "github.com/cockroachdb/pebble", "github.com/portcullis-dev/portcullis/ledger"},
+		"config": {"connectrpc.com/", "github.com/portcullis-dev/portcullis/auth"},
+	} {
+		out, err := exec.Command("go", "list", "-deps", "github.com/portcullis-dev/portcullis/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range forbidden {
+				if strings.HasPrefix(dep, f) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
