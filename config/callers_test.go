@@ -4,7 +4,20 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/portcullis-dev/portcullis/auth"
 )
+
+// The role names config accepts are the roles auth knows.
+func TestCallerRolesAreAuthRoles(t *testing.T) {
+	var want []string
+	for _, r := range auth.Roles {
+		want = append(want, string(r))
+	}
+	if !reflect.DeepEqual(callerRoles, want) || localOperator != auth.LocalOperator {
+		t.Fatalf("config roles %v (%s), auth roles %v (%s)", callerRoles, localOperator, want, auth.LocalOperator)
+	}
+}
 
 const hexA = "3f1c000000000000000000000000000000000000000000000000000000000001"
 const hexB = "9A0B000000000000000000000000000000000000000000000000000000000002"

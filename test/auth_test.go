@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	svc "github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/server"
 )
 
 // callerRoles are the callers of the auth tests and their roles.
@@ -361,6 +364,49 @@ func TestAuthNoCallersLoopbackOnly(t *testing.T) {
 			t.Fatalf("serve --listen %s opened the ledger before refusing", listen)
 		}
 	}
+}
+
+// Without callers, serve on loopback says at startup that every call is
+// the local operator, and records that name.
+func TestAuthNoCallersWarns(t *testing.T) {
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	g, err := server.Start(context.Background(), server.Options{
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsListen: "127.0.0.1:-1", FingerprintKey: testKey,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	if !g.Auth.Local() {
+		t.Fatal("no callers, yet not single-operator mode")
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "principal="+auth.LocalOperator) {
+		t.Fatalf("startup log does not warn about single-operator mode:\n%s", l)
+	}
+	res, err := svc.NewBudgetServiceClient(http.DefaultClient, "http://"+g.Addr).SetLimit(context.Background(),
+		connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 5, Currency: "GBP"}))
+	if err != nil || res.Msg.GetAccount().GetDelegator() != auth.LocalOperator {
+		t.Fatalf("SetLimit as the local operator: %v, %v", res, err)
+	}
+}
+
+// syncWriter serializes writes of concurrent loggers.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // auth decides who calls; it touches no storage. config reads one file; it
