@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,12 +105,15 @@ func TestAuthMutualTLS(t *testing.T) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca.cert, ca.key)
 	certPath, keyPath := writePEM(t, dir, "server", srvCert, srvKey)
 	caPath, _ := writePEM(t, dir, "ca", ca.cert, nil)
-	analyst, stranger := ca.client("analyst-1"), ca.client("stranger")
+	analyst, stranger, approver := ca.client("analyst-1"), ca.client("stranger"), ca.client("approver-1")
+	approverCert, approverKey := writePEM(t, dir, "approver", approver.Leaf, approver.PrivateKey.(*ecdsa.PrivateKey))
+	approverSum := sha256.Sum256(approver.Leaf.Raw)
 	rogue := newPKI(t).client("analyst-1")
 	certSum := sha256.Sum256(analyst.Leaf.Raw)
 	aliceSum := sha256.Sum256([]byte("alice-token"))
 	cfg := testConfig + "callers:\n" +
 		"  analyst-1: {cert_sha256: " + hex.EncodeToString(certSum[:]) + ", roles: [analyst]}\n" +
+		"  approver-1: {cert_sha256: " + hex.EncodeToString(approverSum[:]) + ", roles: [approver]}\n" +
 		"  alice: {token_sha256: " + hex.EncodeToString(aliceSum[:]) + ", roles: [approver]}\n"
 	cfgPath := filepath.Join(dir, "portcullis.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -155,6 +159,17 @@ func TestAuthMutualTLS(t *testing.T) {
 	req.Header().Set("Authorization", "Bearer alice-token")
 	if _, err := ap.ListPending(context.Background(), req); err != nil {
 		t.Fatalf("alice's token over TLS: %v", err)
+	}
+	// The CLI over TLS: with the approver's certificate, and with a token.
+	for _, flags := range [][]string{{"--client-cert", approverCert, "--client-key", approverKey}, {"--token", "alice-token"}} {
+		out, err := exec.Command(binary, append([]string{"approvals", "list", "--addr", "https://" + g.Addr, "--ca", caPath}, flags...)...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "nothing waits for approval") {
+			t.Fatalf("approvals list over TLS %v: %v\n%s", flags[0], err, out)
+		}
+	}
+	out, err := exec.Command(binary, "approvals", "list", "--addr", "https://"+g.Addr, "--ca", caPath).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "unauthenticated") {
+		t.Fatalf("approvals list over TLS without credentials: %v\n%s", err, out)
 	}
 	hreq, _ := http.NewRequest(http.MethodPost, "https://"+g.Addr+"/grpc.health.v1.Health/Check", strings.NewReader("{}"))
 	hreq.Header.Set("Content-Type", "application/json")

@@ -14,15 +14,23 @@ func approvalsCmd() *cobra.Command {
 	var addr string
 	cmd := &cobra.Command{Use: "approvals", Short: "Decide executions of per_use tools (through a running gateway's API)"}
 	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
-	httpClient := tokenFlag(cmd, true)
-	client := func() portcullisv1connect.ApprovalServiceClient {
-		return portcullisv1connect.NewApprovalServiceClient(httpClient(), addr)
+	httpClient := apiFlags(cmd, true)
+	client := func() (portcullisv1connect.ApprovalServiceClient, error) {
+		hc, err := httpClient()
+		if err != nil {
+			return nil, err
+		}
+		return portcullisv1connect.NewApprovalServiceClient(hc, addr), nil
 	}
 
 	list := &cobra.Command{
 		Use: "list", Short: "List executions waiting for approval, with their original records", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := client().ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{}))
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			res, err := c.ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{}))
 			if err != nil {
 				return err
 			}
@@ -42,7 +50,11 @@ func approvalsCmd() *cobra.Command {
 	approve := &cobra.Command{
 		Use: "approve EXECUTION_ID", Short: "Approve a pending execution", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := client().Approve(cmd.Context(), connect.NewRequest(&pb.ApproveRequest{ExecutionId: args[0], By: by}))
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Approve(cmd.Context(), connect.NewRequest(&pb.ApproveRequest{ExecutionId: args[0], By: by}))
 			if err != nil {
 				return err
 			}
@@ -54,7 +66,11 @@ func approvalsCmd() *cobra.Command {
 	deny := &cobra.Command{
 		Use: "deny EXECUTION_ID", Short: "Deny a pending execution", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := client().Deny(cmd.Context(), connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: args[0], By: by, Reason: reason}))
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Deny(cmd.Context(), connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: args[0], By: by, Reason: reason}))
 			if err != nil {
 				return err
 			}
