@@ -216,7 +216,7 @@ func TestParseBad(t *testing.T) {
 		{"duplicate key", "tools:\n  a: {retry: read_only}\n  a: {retry: read_only}\n", `bad.yaml:3: YAML syntax: mapping key "a" already defined`},
 		{"two documents", "tools: {}\n---\ntools: {}\n", `bad.yaml:3: more than one YAML document`},
 		{"top level not a mapping", "- tools\n", `bad.yaml:1: want a mapping, got a list`},
-		{"unknown top-level key", "tools: {}\ntool: {}\n", `bad.yaml:2: tool: unknown key "tool" (want tools, gateway, agents, vault, upstreams)`},
+		{"unknown top-level key", "tools: {}\ntool: {}\n", `bad.yaml:2: tool: unknown key "tool" (want tools, gateway, agents, callers, vault, upstreams)`},
 		{"tools not a mapping", "tools: [a]\n", `bad.yaml:1: tools: want a mapping, got a list`},
 		{"tool not a mapping", "tools:\n  a: status_query\n", `bad.yaml:2: tools.a: want a mapping, got a string`},
 		{"tool name with space", "tools:\n  'deploy release': {retry: read_only}\n", `bad.yaml:2: tools: invalid tool name "deploy release" (want 1-64 characters`},

@@ -39,8 +39,10 @@ func (d *decoder) config(n ast.Node) *Config {
 			d.vault(e, cfg)
 		case "upstreams":
 			d.upstreams(e, cfg)
+		case "callers":
+			d.callers(e, cfg)
 		default:
-			d.unknownKey(e, "tools, gateway, agents, vault, upstreams")
+			d.unknownKey(e, "tools, gateway, agents, callers, vault, upstreams")
 		}
 	}
 	return cfg

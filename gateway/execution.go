@@ -84,12 +84,9 @@ func (s *ExecutionService) change(ctx context.Context, id string, t pb.EventType
 
 // Authorize records the authorization of an execution.
 func (s *ExecutionService) Authorize(ctx context.Context, req *connect.Request[pb.AuthorizeRequest]) (*connect.Response[pb.AuthorizeResponse], error) {
-	if err := checkText("by", req.Msg.GetBy()); err != nil {
+	by, err := author(ctx, "by", req.Msg.GetBy())
+	if err != nil {
 		return nil, err
-	}
-	by := req.Msg.GetBy()
-	if by == "" {
-		by = "session"
 	}
 	x, err := s.change(ctx, req.Msg.GetExecutionId(), pb.EventType_EVENT_TYPE_AUTHORIZED, "", func(x *pb.Execution) { x.AuthorizedBy = by })
 	if err != nil {
@@ -101,12 +98,16 @@ func (s *ExecutionService) Authorize(ctx context.Context, req *connect.Request[p
 // Deny records that an execution must not be dispatched.
 func (s *ExecutionService) Deny(ctx context.Context, req *connect.Request[pb.DenyRequest]) (*connect.Response[pb.DenyResponse], error) {
 	m := req.Msg
-	if err := checkText("by", m.GetBy(), "reason", m.GetReason()); err != nil {
+	if err := checkText("reason", m.GetReason()); err != nil {
+		return nil, err
+	}
+	by, err := author(ctx, "by", m.GetBy())
+	if err != nil {
 		return nil, err
 	}
 	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_DENIED, "", func(x *pb.Execution) {
 		x.Reason = m.GetReason()
-		x.AuthorizedBy = m.GetBy()
+		x.AuthorizedBy = by
 	})
 	if err != nil {
 		return nil, err
@@ -179,7 +180,11 @@ func (s *ExecutionService) MarkDelivered(ctx context.Context, req *connect.Reque
 // Resolve settles an unknown outcome with evidence.
 func (s *ExecutionService) Resolve(ctx context.Context, req *connect.Request[pb.ResolveRequest]) (*connect.Response[pb.ResolveResponse], error) {
 	m := req.Msg
-	if err := checkText("by", m.GetBy(), "evidence", m.GetEvidence()); err != nil {
+	if err := checkText("evidence", m.GetEvidence()); err != nil {
+		return nil, err
+	}
+	by, err := author(ctx, "by", m.GetBy())
+	if err != nil {
 		return nil, err
 	}
 	var t pb.EventType
@@ -194,10 +199,7 @@ func (s *ExecutionService) Resolve(ctx context.Context, req *connect.Request[pb.
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("resolution must be RESOLUTION_COMPLETED or RESOLUTION_NOT_EXECUTED"))
 	}
-	evidence := m.GetEvidence()
-	if m.GetBy() != "" {
-		evidence = "by " + m.GetBy() + ": " + evidence
-	}
+	evidence := "by " + by + ": " + m.GetEvidence()
 	x, err := s.change(ctx, m.GetExecutionId(), t, evidence, func(x *pb.Execution) {
 		if t == pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED {
 			setResult(x, m.GetTargetStatus(), m.GetResultBody(), m.GetResultContentType())

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/oklog/ulid/v2"
 	"github.com/portcullis-dev/portcullis/audit"
+	"github.com/portcullis-dev/portcullis/auth"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/contract"
@@ -75,6 +77,9 @@ type Options struct {
 	// CheckpointEvery is how often the gateway seals signed checkpoints
 	// over the streams (0: DefaultCheckpointEvery); it also seals on shutdown.
 	CheckpointEvery time.Duration
+	// TLSCert and TLSKey serve the API over TLS; ClientCA (PEM) verifies
+	// client certificates, which callers.X.cert_sha256 maps to callers.
+	TLSCert, TLSKey, ClientCA string
 }
 
 // Gateway is a running gateway.
@@ -93,6 +98,9 @@ type Gateway struct {
 	Projector     *projector.Projector
 	Budget        *projector.Projector
 	Views         *pebbleviews.Views
+	// Auth authenticates API callers (the config's callers:); other routes
+	// of the listener use it through auth.Middleware.
+	Auth *auth.Authenticator
 
 	log     *slog.Logger
 	http    *http.Server
@@ -131,7 +139,15 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{ID: id, log: lg.With("gateway", id)}
+	authn, err := newAuthenticator(cfg, o, lg)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := serverTLS(o)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{ID: id, log: lg.With("gateway", id), Auth: authn}
 	ok := false
 	defer func() {
 		if !ok {
@@ -211,12 +227,16 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
 	g.Addr = ln.Addr().String()
-	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
+	scheme := "http://"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https://"
+	}
+	mg.SetOwners(sessionOwners{js: g.nats.js}, scheme+g.Addr)
 	binder, err := toolcall.New(cfg.Tools)
 	if err != nil {
 		return nil, err
 	}
-	g.http = newHTTPServer(g, mg, binder)
+	g.http = newHTTPServer(g, mg, binder, auth.NewInterceptor(authn, auth.Policy{ExecutionActor: g.executionActor}, g.log))
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -229,10 +249,12 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder) *http.Server {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder, authz connect.Interceptor) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mg.Handler())
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
+	// Every Connect service goes through the caller check; health and
+	// reflection stay open.
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithInterceptors(authz)}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
@@ -248,8 +270,20 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder) *http.S
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout}
+	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout, ConnContext: auth.ConnContext,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+}
+
+// executionActor is the actor of a recorded execution, for the policy that
+// keeps an executor to the actors it acts for.
+func (g *Gateway) executionActor(ctx context.Context, id string) (string, error) {
+	x, err := g.Ledger.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return x.GetActor(), nil
 }
 
 // runProjector keeps the views folding; after a failure it starts again

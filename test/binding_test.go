@@ -73,7 +73,7 @@ func TestBudgetBoundExecutions(t *testing.T) {
 	}
 	// Absence is provable only after the dispatch deadline.
 	clk.Advance(contractTimeout + ledger.DispatchGrace)
-	mustOK(t)(c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: bID, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, By: "ops", Evidence: "status endpoint: no such payment"})))
+	mustOK(t)(c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: bID, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, Evidence: "status endpoint: no such payment"})))
 	if acc := account(); acc.GetHeld() != 0 || acc.GetSpent() != 12_000 {
 		t.Fatalf("after not executed: %v", acc)
 	}
