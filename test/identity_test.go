@@ -107,7 +107,7 @@ func TestOperationKeyAfterDenialReturnsDenial(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := x1.Msg.GetExecution().GetExecutionId()
-	mustOK(t)(c.Deny(ctx, connect.NewRequest(&pb.DenyRequest{ExecutionId: id, By: "alice", Reason: "not during the freeze"})))
+	mustOK(t)(c.Deny(ctx, connect.NewRequest(&pb.DenyRequest{ExecutionId: id, Reason: "not during the freeze"})))
 	x2, err := c.Begin(ctx, beginReq("rotate_credentials", rot, "op-rot", "2"))
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestOperationKeyAfterNotExecutedResumes(t *testing.T) {
 	id := x1.Msg.GetExecution().GetExecutionId()
 	dispatch(t, c, id, "")
 	mustOK(t)(c.RecordOutcomeUnknown(ctx, connect.NewRequest(&pb.RecordOutcomeUnknownRequest{ExecutionId: id, Reason: "timeout"})))
-	notExec := connect.NewRequest(&pb.ResolveRequest{ExecutionId: id, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, By: "ops", Evidence: "status 404"})
+	notExec := connect.NewRequest(&pb.ResolveRequest{ExecutionId: id, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, Evidence: "status 404"})
 	// Before the deadline a "not found" proves nothing.
 	_, err = c.Resolve(ctx, notExec)
 	wantCode(t, err, connect.CodeFailedPrecondition, "deadline", id)
