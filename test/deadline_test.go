@@ -65,6 +65,14 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 	}
 	_, err = a.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id, DispatchToken: "tok-a"}))
 	wantCode(t, err, connect.CodeFailedPrecondition, "STATE_DISPATCHED")
+	// The winner asking again, through the other gateway, learns it won.
+	same, err := a.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id, DispatchToken: "tok-b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.Msg.GetExecution().GetStreamSeq() != won.Msg.GetExecution().GetStreamSeq() {
+		t.Fatalf("same token through another gateway: %v", same.Msg.GetExecution())
+	}
 	if err := procB.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
