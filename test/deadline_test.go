@@ -91,7 +91,7 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 
 	// The survivor's sweep records OUTCOME_UNKNOWN (bounded wait).
 	var x *pb.Execution
-	for stop := time.Now().Add(30 * time.Second); ; {
+	for stop := time.Now().Add(60 * time.Second); ; {
 		res, err := a.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 			break
 		}
 		if time.Now().After(stop) {
-			t.Fatalf("execution still %v 30s after its gateway died", x.GetState())
+			t.Fatalf("execution still %v 60s after its gateway died", x.GetState())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
