@@ -14,9 +14,11 @@ import (
 // Dispatch deadlines (DESIGN.md §2: a dispatch has a deadline).
 const (
 	// DispatchGrace is added to the tool's timeout to make a dispatch's
-	// deadline: time for the executor that timed out to record what it
-	// saw, and for clock skew between gateways.
-	DispatchGrace = 5 * time.Second
+	// deadline: time for the executor that timed out to find out what
+	// happened and record it (the SSH executor asks the remote marker for
+	// up to 10 s after a dropped connection), and for clock skew between
+	// gateways.
+	DispatchGrace = 15 * time.Second
 	// MaxSweep bounds the overdue executions one SweepOverdue expires; the
 	// next sweep takes the rest.
 	MaxSweep = 256

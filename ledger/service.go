@@ -309,7 +309,15 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 		x := cloneExecution(h.Event)
 		if ch.Event == pb.EventType_EVENT_TYPE_DISPATCHED && ch.DispatchToken != "" &&
 			x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchToken() == ch.DispatchToken {
-			return withSeq(x, h.Seq), nil
+			// Answer as the winner was only if the log itself still says
+			// so (a view may lag a later transition).
+			if h, err = s.log.Last(ctx, subj); err != nil {
+				return nil, err
+			}
+			s.known.putHead(h)
+			if x = cloneExecution(h.Event); x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchToken() == ch.DispatchToken {
+				return withSeq(x, h.Seq), nil
+			}
 		}
 		if ch.Require != nil {
 			if err := ch.Require(x, s.now()); err != nil {

@@ -49,6 +49,9 @@ type Row struct {
 	// Accepted marks the execution's first event: the intent's latest
 	// execution is the one accepted last.
 	Accepted bool
+	// Replaced is the head the store held for Subject before this batch
+	// (nil when none), so the store can drop index rows it keyed on it.
+	Replaced *pb.Event
 }
 
 // Intent is the view row of one intent: the sequence of its latest event
@@ -194,9 +197,9 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 		if err := ledger.CheckNext(prev, ev); err != nil {
 			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
 		}
-		row := Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev, Accepted: prev == nil}
+		row := Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev, Accepted: prev == nil, Replaced: prev}
 		if i, ok := pending[e.Subject]; ok {
-			row.Accepted = rows[i].Accepted
+			row.Accepted, row.Replaced = rows[i].Accepted, rows[i].Replaced
 			rows[i] = row
 		} else {
 			pending[e.Subject] = len(rows)

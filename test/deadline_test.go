@@ -65,6 +65,14 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 	}
 	_, err = a.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id, DispatchToken: "tok-a"}))
 	wantCode(t, err, connect.CodeFailedPrecondition, "STATE_DISPATCHED")
+	// The winner asking again, through the other gateway, learns it won.
+	same, err := a.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id, DispatchToken: "tok-b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.Msg.GetExecution().GetStreamSeq() != won.Msg.GetExecution().GetStreamSeq() {
+		t.Fatalf("same token through another gateway: %v", same.Msg.GetExecution())
+	}
 	if err := procB.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +91,7 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 
 	// The survivor's sweep records OUTCOME_UNKNOWN (bounded wait).
 	var x *pb.Execution
-	for stop := time.Now().Add(30 * time.Second); ; {
+	for stop := time.Now().Add(60 * time.Second); ; {
 		res, err := a.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +100,7 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 			break
 		}
 		if time.Now().After(stop) {
-			t.Fatalf("execution still %v 30s after its gateway died", x.GetState())
+			t.Fatalf("execution still %v 60s after its gateway died", x.GetState())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -254,7 +254,8 @@ func TestContractsAndWindows(t *testing.T) {
 	}
 
 	// COMPLETED_RESULT_NOT_DELIVERED returns the stored result; after
-	// MarkDelivered the same action is a new execution.
+	// MarkDelivered the same action without an operation key is a new
+	// execution (with one, see TestOperationKeyAfterDeliveredReturnsResult).
 	d := args(t, map[string]any{"release_id": "r9"})
 	d1, err := c.Begin(ctx, beginReq("deploy_release", d, "", "1"))
 	if err != nil {

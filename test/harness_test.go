@@ -41,7 +41,7 @@ tools:
   create_payment:
     retry: idempotency_key
     match_window: 10m
-    timeout: 10m   # dispatch deadline 10m5s: tests that restart gateways still see WAIT
+    timeout: 10m   # dispatch deadline 10m15s: tests that restart gateways still see WAIT
   refund_order:
     retry: idempotency_key
     match_window: 10m

@@ -31,8 +31,9 @@ var (
 	execIDPrefix     = []byte("x/") // execution id → execution subject
 	checkpointPrefix = []byte("c/") // stream → 8-byte last applied sequence
 	digestPrefix     = []byte("g/") // stream → running digest up to the checkpoint
-	// dispatched execution id → 8-byte dispatch deadline (Unix ns), only
-	// while the execution is DISPATCHED: the deadline sweep scans it.
+	// 8-byte dispatch deadline (Unix ns, big-endian) + execution id → "",
+	// only while the execution is DISPATCHED, in deadline order: the
+	// deadline sweep scans the overdue prefix of it.
 	dispatchedPrefix = []byte("d/")
 )
 
@@ -118,7 +119,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 				return err
 			}
 		}
-		if err := setDispatched(b, r.Event.GetExecutionChanged().GetExecution()); err != nil {
+		if err := setDispatched(b, r); err != nil {
 			return err
 		}
 	}
@@ -140,40 +141,43 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	return nil
 }
 
-// setDispatched keeps the dispatched index: a row while the execution is
-// DISPATCHED (its latest deadline), none once it has left (every execution
-// that left DISPATCHED still carries the deadline it had).
-func setDispatched(b *pebble.Batch, x *pb.Execution) error {
-	if x.GetDispatchDeadline() == nil {
-		return nil
+// setDispatched keeps the dispatched index: the row keyed on the replaced
+// head's deadline goes, and one keyed on the new deadline comes while the
+// execution is DISPATCHED.
+func setDispatched(b *pebble.Batch, r projector.Row) error {
+	if old := r.Replaced.GetExecutionChanged().GetExecution(); old.GetState() == pb.State_STATE_DISPATCHED && old.GetDispatchDeadline() != nil {
+		if err := b.Delete(dispatchedKey(old), nil); err != nil {
+			return err
+		}
 	}
-	k := key(dispatchedPrefix, x.GetExecutionId())
-	if x.GetState() != pb.State_STATE_DISPATCHED {
-		return b.Delete(k, nil)
+	if x := r.Event.GetExecutionChanged().GetExecution(); x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchDeadline() != nil {
+		return b.Set(dispatchedKey(x), nil, nil)
 	}
-	var d [8]byte
-	binary.BigEndian.PutUint64(d[:], uint64(x.GetDispatchDeadline().AsTime().UnixNano()))
-	return b.Set(k, d[:], nil)
+	return nil
+}
+
+func dispatchedKey(x *pb.Execution) []byte {
+	k := binary.BigEndian.AppendUint64(append([]byte(nil), dispatchedPrefix...), uint64(x.GetDispatchDeadline().AsTime().UnixNano()))
+	return append(k, x.GetExecutionId()...)
 }
 
 // Overdue lists DISPATCHED executions whose deadline is at or before now
-// (at most max), scanning the dispatched index: it holds only executions
-// in flight.
+// (at most max, earliest deadline first). The index is in deadline order,
+// so only overdue rows are read.
 func (v *Views) Overdue(_ context.Context, now time.Time, max int) ([]string, error) {
-	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: dispatchedPrefix, UpperBound: prefixEnd(dispatchedPrefix)})
+	upper := binary.BigEndian.AppendUint64(append([]byte(nil), dispatchedPrefix...), uint64(now.UnixNano())+1)
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: dispatchedPrefix, UpperBound: upper})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
 	var out []string
 	for ok := it.First(); ok && len(out) < max; ok = it.Next() {
-		val := it.Value()
-		if len(val) != 8 {
-			return nil, fmt.Errorf("view dispatched %s: %w: short row", it.Key(), ledger.ErrCorrupt)
+		k := it.Key()
+		if len(k) < len(dispatchedPrefix)+8 {
+			return nil, fmt.Errorf("view dispatched %q: %w: short key", k, ledger.ErrCorrupt)
 		}
-		if int64(binary.BigEndian.Uint64(val)) <= now.UnixNano() {
-			out = append(out, string(it.Key()[len(dispatchedPrefix):]))
-		}
+		out = append(out, string(k[len(dispatchedPrefix)+8:]))
 	}
 	return out, it.Error()
 }
