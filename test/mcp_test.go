@@ -158,6 +158,15 @@ func mcpSession(_ *testing.T, g *server.Gateway, token string) (*sdk.ClientSessi
 	}, nil)
 }
 
+// mcpLegacySession opens a stateful 2025-11-25 session (the Go SDK
+// client speaks stateless 2026-07-28 by default).
+func mcpLegacySession(g *server.Gateway, token string) (*sdk.ClientSession, error) {
+	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
+	return c.Connect(context.Background(), &sdk.StreamableClientTransport{
+		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+	}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+}
+
 func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
 	t.Helper()
 	m, ok := r.StructuredContent.(map[string]any)
@@ -315,7 +324,7 @@ func TestMCPPerUseApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := startMCPGateway(t, cfg, "")
-	s, err := mcpSession(t, g, agentToken)
+	s, err := mcpLegacySession(g, agentToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,8 +359,12 @@ func TestMCPPerUseApproval(t *testing.T) {
 	if r := call("db-prod"); r["state"] != "completed" || tg.performed.Load() != 1 {
 		t.Fatalf("after approval: %v, performed %d", r, tg.performed.Load())
 	}
-	// Once the result is marked delivered (after the response was written),
-	// the same call is a new operation, and per_use asks a person again.
+	// Once the result is delivered (evidence: a later request in the same
+	// session), the same call is a new operation, and per_use asks a person
+	// again.
+	if _, err := s.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, g, id, "STATE_DELIVERED")
 	if r := call("db-prod"); r["state"] != "awaiting_approval" || r["execution_id"] == id || tg.seen.Load() != 1 {
 		t.Fatalf("the same call after delivery: %v, target saw %d", r, tg.seen.Load())
