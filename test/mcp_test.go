@@ -139,12 +139,26 @@ func startMCPGatewayLog(t testing.TB, cfg, natsURL string, logs io.Writer) *serv
 	return g
 }
 
-type bearer struct{ token string }
+// bearer authenticates an agent. Each session of the tests is its own
+// agent process: with its own transport it shares no connection with
+// another session (a later request on the same connection is evidence of
+// receipt).
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
+	if b.rt == nil {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	return b.rt.RoundTrip(r)
+}
+
+func agentTransport(token string) http.RoundTripper {
+	return bearer{token: token, rt: http.DefaultTransport.(*http.Transport).Clone()}
 }
 
 func mcpSessionB(g *server.Gateway) (*sdk.ClientSession, error) {
@@ -154,7 +168,7 @@ func mcpSessionB(g *server.Gateway) (*sdk.ClientSession, error) {
 func mcpSession(_ *testing.T, g *server.Gateway, token string) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
 	return c.Connect(context.Background(), &sdk.StreamableClientTransport{
-		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: agentTransport(token)}, MaxRetries: -1,
 	}, nil)
 }
 
@@ -163,7 +177,7 @@ func mcpSession(_ *testing.T, g *server.Gateway, token string) (*sdk.ClientSessi
 func mcpLegacySession(g *server.Gateway, token string) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
 	return c.Connect(context.Background(), &sdk.StreamableClientTransport{
-		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: agentTransport(token)}, MaxRetries: -1,
 	}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 }
 
