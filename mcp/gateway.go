@@ -236,8 +236,8 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		nonce := ulid.Make().String()
 		r.Header.Set(requestHeader, nonce)
-		if len(msg.ID) > 0 {
-			r.Header.Set(jsonrpcIDHeader, string(msg.ID))
+		if id := msg.jsonrpcID(); id != "" {
+			r.Header.Set(jsonrpcIDHeader, id)
 		}
 		tw := &trackingWriter{ResponseWriter: w}
 		h := stateful

@@ -27,6 +27,16 @@ func parseMessage(body []byte) message {
 	return m
 }
 
+// jsonrpcID is the request's id as recorded in its correlation: a string
+// id's value, a number's digits ("" for a notification).
+func (m message) jsonrpcID() string {
+	var s string
+	if json.Unmarshal(m.ID, &s) == nil {
+		return s
+	}
+	return string(m.ID)
+}
+
 // Names of the tasks extension (SEP-2663, schema 2026-07-28).
 const (
 	ExtTasks          = "io.modelcontextprotocol/tasks"

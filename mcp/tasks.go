@@ -140,7 +140,7 @@ func (g *Gateway) serveTaskCall(w http.ResponseWriter, r *http.Request, actor, s
 		return
 	}
 	in, refusal := g.prepare(callInput{actor: actor, tool: t, args: msg.Params.Arguments, meta: msg.Params.Meta,
-		session: sid, jsonrpcID: string(msg.ID)})
+		session: sid, jsonrpcID: msg.jsonrpcID()})
 	if refusal != nil {
 		writeRPC(w, msg.ID, refusal, nil)
 		return

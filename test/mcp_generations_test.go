@@ -10,7 +10,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 )
 
 // The default intent scope is the authenticated agent: an SDK client that
@@ -178,5 +177,4 @@ func TestMCPSessionBoundToAgent(t *testing.T) {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`); r.code != http.StatusOK || !strings.Contains(r.body, "deploy_release") {
 		t.Fatalf("the owning agent through the other gateway: %d %s", r.code, r.body)
 	}
-	_ = pb.State_STATE_DELIVERED
 }

@@ -14,7 +14,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -334,5 +333,3 @@ func rawSession(t *testing.T, g *server.Gateway, token string) string {
 	}
 	return sid
 }
-
-var _ = time.Second
