@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 )
 
 // The default intent scope is the authenticated agent: an SDK client that
