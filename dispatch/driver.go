@@ -59,15 +59,24 @@ type Driver struct {
 	executors map[string]Executor // by channel
 	log       *slog.Logger
 	now       func() time.Time
+	waitMax   time.Duration
 }
 
 // New returns a driver over l with the http and ssh executors; front
 // doors add channels of their own (an upstream MCP server) with Handle.
 func New(l *ledger.Service, log *slog.Logger) *Driver {
-	return &Driver{ledger: l, log: log, now: time.Now, executors: map[string]Executor{
+	return &Driver{ledger: l, log: log, now: time.Now, waitMax: WaitMax, executors: map[string]Executor{
 		"http": HTTPExecutor{Client: executor.NewHTTP()},
 		"ssh":  SSHExecutor{},
 	}}
+}
+
+// SetWaitMax bounds how long an attached call follows an in-flight
+// execution (WaitMax unless set; at most WaitMax).
+func (d *Driver) SetWaitMax(w time.Duration) {
+	if w > 0 && w <= WaitMax {
+		d.waitMax = w
+	}
 }
 
 // Handle sets the executor of a channel.
@@ -216,7 +225,7 @@ func InFlightWhy(x *pb.Execution) string {
 // Wait follows an in-flight execution until it leaves DISPATCHED, WaitMax
 // at most (or the dispatch deadline, when that is sooner).
 func (d *Driver) Wait(ctx context.Context, x *pb.Execution, why string) Answer {
-	until := d.now().Add(WaitMax)
+	until := d.now().Add(d.waitMax)
 	for d.now().Before(until) {
 		cur, err := d.ledger.Get(ctx, x.GetExecutionId())
 		if err != nil {

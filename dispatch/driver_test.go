@@ -107,3 +107,31 @@ func TestDriverImportsNoMCP(t *testing.T) {
 		t.Fatal("dispatch depends on the MCP SDK")
 	}
 }
+
+// A retry attached to a call still at the target is told so honestly
+// (in_flight, nothing resent) once its wait ends; the target counts one
+// send.
+func TestDriverAttachedCallInFlight(t *testing.T) {
+	l := startLedger(t)
+	ex := &counting{delay: 2 * time.Second}
+	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Handle("fake", ex)
+	d.SetWaitMax(100 * time.Millisecond)
+	tool := config.Tool{Name: "charge", Channel: "fake"}
+	in := ledger.BeginInput{
+		Action:       fingerprint.Action{Actor: "agent-7", Tool: "charge", Channel: "fake", Arguments: []byte(`{"amount":6}`)},
+		OperationKey: "op-slow-1",
+	}
+	first := make(chan dispatch.Answer, 1)
+	go func() { first <- d.Run(context.Background(), tool, in) }()
+	for ex.sends.Load() == 0 { // the first call is at the target
+		time.Sleep(5 * time.Millisecond)
+	}
+	a := d.Run(context.Background(), tool, in)
+	if a.State != dispatch.StateInFlight || !strings.Contains(a.Why, "in flight") || !strings.Contains(a.Why, "nothing was resent") {
+		t.Fatalf("attached call: %+v", a)
+	}
+	if f := <-first; f.State != dispatch.StateCompleted || ex.sends.Load() != 1 {
+		t.Fatalf("first call: %+v, %d sends", f, ex.sends.Load())
+	}
+}
