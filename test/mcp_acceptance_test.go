@@ -44,16 +44,22 @@ func ensureTSClient(t *testing.T) {
 	}
 }
 
+// serveGateway is one `portcullis serve` process.
+type serveGateway struct {
+	cmd       *exec.Cmd
+	dir, addr string
+}
+
 // twoServe runs two `portcullis serve` processes on one ledger (the second
-// joins the first's embedded NATS) and returns their addresses.
-func twoServe(t *testing.T, cfg string) (string, string) {
+// joins the first's embedded NATS).
+func twoServe(t *testing.T, cfg string) (serveGateway, serveGateway) {
 	t.Helper()
-	dir1, addr1 := t.TempDir(), freeAddr(t)
-	serveProcess(t, dir1, addr1, cfg)
-	natsURL := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dir1, "nats.url")))))
-	addr2 := freeAddr(t)
-	serveProcess(t, t.TempDir(), addr2, cfg, "--nats-url", natsURL)
-	return addr1, addr2
+	g1 := serveGateway{dir: t.TempDir(), addr: freeAddr(t)}
+	g1.cmd = serveProcess(t, g1.dir, g1.addr, cfg)
+	natsURL := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(g1.dir, "nats.url")))))
+	g2 := serveGateway{dir: t.TempDir(), addr: freeAddr(t)}
+	g2.cmd = serveProcess(t, g2.dir, g2.addr, cfg, "--nats-url", natsURL)
+	return g1, g2
 }
 
 // agentSession opens a Go SDK client session (default: stateless
@@ -89,7 +95,9 @@ func callRecord(t *testing.T, s *sdk.ClientSession, tool string, args map[string
 func TestMCPAcceptanceTwoServeGateways(t *testing.T) {
 	ensureTSClient(t)
 	tg := newTarget(t)
-	addr1, addr2 := twoServe(t, identityConfig(t, tg))
+	cfg := identityConfig(t, tg)
+	sg1, sg2 := twoServe(t, cfg)
+	addr1, addr2 := sg1.addr, sg2.addr
 	want := func(step string, n int32) {
 		t.Helper()
 		if got := tg.performed.Load(); got != n {
@@ -150,4 +158,21 @@ func TestMCPAcceptanceTwoServeGateways(t *testing.T) {
 		t.Fatalf("TypeScript new operation key: %v", ts3)
 	}
 	want("TypeScript new operation key", 6)
+
+	// Across a restart: both gateways SIGKILLed, the first restarted on its
+	// data directory; tasks/get still answers from the ledger, and a retry
+	// of the task's call sends nothing.
+	for _, sg := range []serveGateway{sg2, sg1} {
+		_ = sg.cmd.Process.Kill()
+		_, _ = sg.cmd.Process.Wait()
+	}
+	serveProcess(t, sg1.dir, sg1.addr, cfg)
+	if done := pollTask(t, g1, taskID); done["status"] != "completed" {
+		t.Fatalf("task after a restart: %v", done)
+	}
+	again := modernCall(t, g1, agentToken, 2, "slow_job", map[string]any{"n": 1}, map[string]any{"io.portcullis/operation-key": "acc-job-1"}, true)
+	if rr := resultRecord(t, again); rr["execution_id"] != taskID {
+		t.Fatalf("retry of the task's call after a restart: %v", again)
+	}
+	want("after a restart", 6)
 }
