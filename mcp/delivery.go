@@ -57,23 +57,34 @@ type delivery struct {
 	log    *slog.Logger
 
 	mu       sync.Mutex
+	open     map[string]bool     // request nonces whose response is being written
 	pending  map[string][]string // request nonce → executions whose result that response carries
 	awaiting map[string]awaiting // "s:"+session or "c:"+remote address → completed responses' executions
 	arrivals map[string]arrival  // same keys → the latest request seen there
 }
 
 func newDelivery(l *ledger.Service, log *slog.Logger) *delivery {
-	return &delivery{ledger: l, log: log, pending: map[string][]string{}, awaiting: map[string]awaiting{}, arrivals: map[string]arrival{}}
+	return &delivery{ledger: l, log: log, open: map[string]bool{}, pending: map[string][]string{}, awaiting: map[string]awaiting{}, arrivals: map[string]arrival{}}
+}
+
+// begin opens request nonce; responded closes it.
+func (d *delivery) begin(nonce string) {
+	d.mu.Lock()
+	d.open[nonce] = true
+	d.mu.Unlock()
 }
 
 // carry notes that the response to request nonce carries execution id's
-// result.
+// result. A handler that finishes after its response was closed (the
+// client went away) carries nothing.
 func (d *delivery) carry(nonce, id string) {
 	if nonce == "" || id == "" {
 		return
 	}
 	d.mu.Lock()
-	d.pending[nonce] = append(d.pending[nonce], id)
+	if d.open[nonce] {
+		d.pending[nonce] = append(d.pending[nonce], id)
+	}
 	d.mu.Unlock()
 }
 
@@ -86,6 +97,7 @@ func (d *delivery) responded(ctx context.Context, nonce, actor string, keys []st
 	d.mu.Lock()
 	ids := d.pending[nonce]
 	delete(d.pending, nonce)
+	delete(d.open, nonce)
 	if failed || len(ids) == 0 {
 		d.mu.Unlock()
 		return

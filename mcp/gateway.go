@@ -235,6 +235,7 @@ func (g *Gateway) Handler() http.Handler {
 			return
 		}
 		nonce := ulid.Make().String()
+		g.delivery.begin(nonce)
 		r.Header.Set(requestHeader, nonce)
 		if id := msg.jsonrpcID(); id != "" {
 			r.Header.Set(jsonrpcIDHeader, id)

@@ -183,6 +183,7 @@ func (g *Gateway) serveTaskCall(w http.ResponseWriter, r *http.Request, actor, s
 // lets delivery evidence follow it.
 func (g *Gateway) answerTracked(w http.ResponseWriter, r *http.Request, actor string, keys []string, id json.RawMessage, x *pb.Execution, carries bool, result any) {
 	nonce := ulid.Make().String()
+	g.delivery.begin(nonce)
 	if carries {
 		g.delivery.carry(nonce, x.GetExecutionId())
 	}
