@@ -156,12 +156,18 @@ func (d *delivery) evidence(ctx context.Context, actor string, keys []string) {
 		}
 	}
 	d.mu.Unlock()
-	d.mark(ctx, actor, ids, "a later request on the same session or connection")
+	if len(ids) > 0 {
+		// Off the request's path: until it lands, a retry still gets the
+		// stored result (the safe side).
+		go d.mark(context.WithoutCancel(ctx), actor, ids, "a later request on the same session or connection")
+	}
 }
 
 // ack: the agent acknowledged receipt explicitly.
 func (d *delivery) ack(ctx context.Context, actor string, ids []string) {
-	d.mark(ctx, actor, ids, "acknowledged by the agent")
+	if len(ids) > 0 {
+		go d.mark(context.WithoutCancel(ctx), actor, ids, "acknowledged by the agent")
+	}
 }
 
 // resumed: a stream of session sid was resumed with Last-Event-ID; every
