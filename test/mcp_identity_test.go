@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -282,7 +283,9 @@ func TestMCPDeliveredOnEvidence(t *testing.T) {
 		waitState(t, g, id, "STATE_DELIVERED")
 	})
 
+	// Resumed through another gateway: forwarded to the session's owner.
 	t.Run("stream resumed with Last-Event-ID", func(t *testing.T) {
+		g2 := startMCPGateway(t, identityConfig(t, tg), g.NatsURL)
 		sid := rawSession(t, g, agentToken)
 		r := rawPost(t, g, agentToken, map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"},
 			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"deploy_release","arguments":{"release_id":"ev-3"}}}`)
@@ -301,7 +304,7 @@ func TestMCPDeliveredOnEvidence(t *testing.T) {
 		if x := getExecution(t, g, id); x.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
 			t.Fatalf("before resumption: %v", x.GetState())
 		}
-		req, _ := http.NewRequest(http.MethodGet, "http://"+g.Addr+"/mcp", nil)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+g2.Addr+"/mcp", nil)
 		req.Header.Set("Authorization", "Bearer "+agentToken)
 		req.Header.Set("Accept", "text/event-stream")
 		req.Header.Set("Mcp-Session-Id", sid)
@@ -309,11 +312,24 @@ func TestMCPDeliveredOnEvidence(t *testing.T) {
 		req.Header.Set("Last-Event-ID", eventID)
 		gctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		resp, err := http.DefaultClient.Do(req.WithContext(gctx))
-		if err != nil {
-			t.Fatal(err)
+		// The owner's claim lands when the session is initialized; until g2
+		// sees it, g2 does not know the session.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			resp, err := http.DefaultClient.Do(req.Clone(gctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode == http.StatusOK {
+				defer resp.Body.Close()
+				break
+			}
+			resp.Body.Close()
+			if time.Now().After(deadline) {
+				t.Fatalf("resumption through the other gateway: %d", resp.StatusCode)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		defer resp.Body.Close()
 		waitState(t, g, id, "STATE_DELIVERED")
 	})
 }
