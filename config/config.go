@@ -80,6 +80,10 @@ type Tool struct {
 	StatusURL string
 	// Timeout bounds one dispatch (0 = the executor's default).
 	Timeout time.Duration
+	// TaskAfter is how long /mcp waits for a call before it answers a
+	// client that declared the tasks extension with a task handle
+	// (task_after; 0 = DefaultTaskAfter).
+	TaskAfter time.Duration
 	// HostKey pins an ssh target's host key (authorized_keys format); there
 	// is no trust on first use.
 	HostKey string
@@ -89,6 +93,9 @@ type Tool struct {
 	Upstream string
 	Contract contract.Contract
 }
+
+// DefaultTaskAfter is task_after when a tool does not set it.
+const DefaultTaskAfter = 2 * time.Second
 
 // Channels the gateway can dispatch on.
 var channels = []string{"http", "ssh", "mcp"}

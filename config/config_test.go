@@ -130,6 +130,13 @@ tools:
 			},
 		},
 	}, {
+		name: "task_after",
+		yaml: "tools:\n  a:\n    retry: idempotency_key\n    match_window: 10m\n    task_after: 250ms\n",
+		tool: "a",
+		want: Tool{Name: "a", TaskAfter: 250 * time.Millisecond, Contract: contract.Contract{
+			Tool: "a", Retry: contract.IdempotencyKey, MatchWindow: contract.MatchWindow{Duration: 10 * time.Minute}, Approval: contract.ApprovalSession,
+		}},
+	}, {
 		name: "nested defaults take JSON types",
 		yaml: "tools:\n  a:\n    retry: status_query\n    match_window: 1m\n    fingerprint:\n      defaults:\n        spec.replicas: 3\n        spec: {paused: false, tags: [a, 1.5]}\n",
 		tool: "a",
@@ -256,6 +263,7 @@ func TestParseBad(t *testing.T) {
 		{"defaults not a mapping", "tools:\n  a:\n    retry: read_only\n    fingerprint:\n      defaults: [region]\n", `bad.yaml:5: tools.a.fingerprint.defaults: want a mapping of path: value, got a list`},
 		{"defaults bad path", "tools:\n  a:\n    retry: read_only\n    fingerprint:\n      defaults:\n        .region: x\n", `bad.yaml:6: tools.a.fingerprint.defaults..region: path ".region" has an empty name`},
 		{"defaults NaN", "tools:\n  a:\n    retry: read_only\n    fingerprint:\n      defaults: {ratio: .nan}\n", `bad.yaml:5: tools.a.fingerprint.defaults.ratio: number .nan cannot be written in JSON`},
+		{"task_after not a duration", "tools:\n  a:\n    retry: read_only\n    task_after: soon\n", `bad.yaml:4: tools.a.task_after: want a positive duration like 2s, got "soon"`},
 		{"gateway not a mapping", "gateway: gw1\n", `bad.yaml:1: gateway: want a mapping, got a string`},
 		{"unknown gateway key", "gateway:\n  name: gw1\n", `bad.yaml:2: gateway.name: unknown key "name" (want id)`},
 		{"gateway id chars", "gateway:\n  id: gw.1\n", `bad.yaml:2: gateway.id: invalid gateway id "gw.1" (want 1-32 characters`},

@@ -255,8 +255,18 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 				tool.Timeout = t
 				tool.Contract.Timeout = t
 			}
+		case "task_after":
+			var s string
+			if s, fok = d.str(e); fok {
+				t, err := time.ParseDuration(s)
+				if err != nil || t <= 0 || t > MaxMatchWindow {
+					d.errorf(e.value, e.path, "want a positive duration like 2s, got %q", s)
+					fok = false
+				}
+				tool.TaskAfter = t
+			}
 		default:
-			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, key_retention, intent_scope, fingerprint, approval, budget, idempotency_header, status_url, timeout, host_key, command, upstream")
+			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, key_retention, intent_scope, fingerprint, approval, budget, idempotency_header, status_url, timeout, task_after, host_key, command, upstream")
 			fok = false
 		}
 		ok = ok && fok

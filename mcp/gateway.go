@@ -1,18 +1,24 @@
-// Package mcp is the agents' door: an MCP Streamable HTTP endpoint (the
-// official go-sdk) whose every tools/call goes through the ledger's Begin
-// and then does exactly what the recovery table says. What an agent gets
-// back on a retry is the stored result or a clear state (outcome_unknown,
-// awaiting_approval, needs_review, denied) with the execution id, the first
-// dispatch time and why nothing was resent; never a made-up error.
+// Package mcp is the agents' front door: an MCP Streamable HTTP endpoint
+// (the official go-sdk) serving both protocol generations (stateful
+// 2025-11-25 sessions and stateless 2026-07-28 requests), bearer
+// authentication, sessions bound to the agent that opened them, delivery
+// evidence and durable MCP tasks. Every tools/call goes to the recovery-table
+// driver (package dispatch); this package only translates its answer into
+// MCP content. What an agent gets back on a retry is the stored result or a
+// clear state (outcome_unknown, awaiting_approval, needs_review, denied,
+// in_flight) with the execution id, the first dispatch time and why nothing
+// was resent; never a made-up error.
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -24,49 +30,58 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/portcullis-dev/portcullis/config"
-	"github.com/portcullis-dev/portcullis/executor"
-	"github.com/portcullis-dev/portcullis/fingerprint"
-	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/dispatch"
 	"github.com/portcullis-dev/portcullis/ledger"
 )
 
-// _meta keys an agent may send with tools/call.
+// _meta keys an agent may send with a request.
 const (
 	MetaIntentScope  = "io.portcullis/intent-scope"
 	MetaOperationKey = "io.portcullis/operation-key"
 	MetaIdemKey      = "idempotency-key" // what commerce MCP servers already use
 	MetaExecution    = "io.portcullis/execution"
+	// MetaAck acknowledges receipt of results: an execution id or a list of
+	// them, on any request or on the notification MethodAck.
+	MetaAck = "io.portcullis/ack"
 )
+
+// MethodAck is the notification an agent sends to acknowledge results
+// without another request ({"_meta": {"io.portcullis/ack": [ids]}}).
+const MethodAck = "notifications/io.portcullis/ack"
 
 // Limits of the endpoint.
 const (
 	MaxRequestBytes = 1 << 20
-	waitMax         = 20 * time.Second // how long an attached call waits for an in-flight execution
 	requestHeader   = "X-Portcullis-Request"
-	// maxTrackedSessions bounds the session → actor map of the journal.
+	jsonrpcIDHeader = "X-Portcullis-Jsonrpc-Id"
+	// maxTrackedSessions bounds the session → actor bindings.
 	maxTrackedSessions = 1 << 16
+	// modernVersion is the first protocol generation without sessions.
+	modernVersion = "2026-07-28"
 )
+
+// internalHeaders are set by the front door only; a client's are dropped.
+var internalHeaders = []string{requestHeader, jsonrpcIDHeader}
 
 // Gateway serves /mcp.
 type Gateway struct {
 	ledger *ledger.Service
+	driver *dispatch.Driver
 	tools  map[string]config.Tool
 	agents map[string]string // sha256(token) → actor
-	http   *executor.HTTP
-	ssh    executor.SSH
 	log    *slog.Logger
 	locked bool // the vault is locked: every action is refused
 
 	upstreams map[string]*upstream
 	events    sdk.EventStore
 	journal   *Journal
+	delivery  *delivery
 
 	schemas map[string]*jsonschema.Resolved
 
 	mu            sync.Mutex
-	pending       map[string][]string // request nonce → executions whose result that request carries
-	sessionActors map[string]string   // MCP session id → the actor its requests authenticated as
-	local         map[string]bool     // sessions this gateway holds
+	sessionActors map[string]string // MCP session id → the actor that opened it (the binding)
+	local         map[string]bool   // sessions this gateway holds
 	owners        SessionOwners
 	self          string
 }
@@ -74,8 +89,12 @@ type Gateway struct {
 // New builds the gateway from the config's tools and agents. Response
 // streams are kept in events (nil: in memory).
 func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *Journal, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{ledger: l, tools: map[string]config.Tool{}, agents: cfg.Agents, http: executor.NewHTTP(), log: log, locked: cfg.VaultLocked,
-		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events, journal: journal, sessionActors: map[string]string{}, local: map[string]bool{}}
+	if events == nil {
+		events = sdk.NewMemoryEventStore(nil)
+	}
+	g := &Gateway{ledger: l, driver: dispatch.New(l, log), tools: map[string]config.Tool{}, agents: cfg.Agents, log: log, locked: cfg.VaultLocked,
+		schemas: map[string]*jsonschema.Resolved{}, events: events, journal: journal, sessionActors: map[string]string{}, local: map[string]bool{}}
+	g.delivery = newDelivery(l, log)
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
 			continue // contract only: run by outside executors through the Connect API
@@ -94,6 +113,7 @@ func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *
 		g.tools[name], g.schemas[name] = t, rs
 	}
 	g.openUpstreams(cfg)
+	g.driver.Handle("mcp", upstreamExecutor{g})
 	return g, nil
 }
 
@@ -140,12 +160,18 @@ func (g *Gateway) upstreamTool(upstream, name string) *sdk.Tool {
 	return nil
 }
 
-// Handler is the /mcp endpoint: bearer authentication, then the SDK's
-// Streamable HTTP transport, then delivery tracking.
+// Handler is the /mcp endpoint: bearer authentication, the session
+// binding, delivery evidence, the tasks extension, then the SDK's Streamable
+// HTTP transport: stateful for 2025-11-25 and older, stateless for
+// 2026-07-28 (and for server/discover, so it lists both generations).
 func (g *Gateway) Handler() http.Handler {
 	srv := g.server()
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
+	getServer := func(*http.Request) *sdk.Server { return srv }
+	stateful := sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
 		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log, EventStore: g.events,
+	})
+	stateless := sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
+		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log, Stateless: true,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		actor, ok := g.actor(r.Header)
@@ -154,22 +180,103 @@ func (g *Gateway) Handler() http.Handler {
 			http.Error(w, `{"error":"missing or unknown bearer token"}`, http.StatusUnauthorized)
 			return
 		}
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
-			if g.forward(w, r, sid) {
+		for _, h := range internalHeaders {
+			r.Header.Del(h)
+		}
+		var msg message
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+			if err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					http.Error(w, fmt.Sprintf(`{"error":"request body larger than %d bytes"}`, MaxRequestBytes), http.StatusRequestEntityTooLarge)
+					return
+				}
+				http.Error(w, `{"error":"unreadable request body"}`, http.StatusBadRequest)
 				return
 			}
-			g.mu.Lock()
-			if len(g.sessionActors) < maxTrackedSessions {
-				g.sessionActors[sid] = actor
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			msg = parseMessage(body)
+		}
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid != "" {
+			if g.forward(w, r, sid) {
+				return // the owner checks the binding
 			}
-			g.mu.Unlock()
+			if !g.boundTo(sid, actor) {
+				// Another agent's session (or none): refused, and it sees nothing.
+				http.Error(w, `{"error":"session not found"}`, http.StatusNotFound)
+				return
+			}
+		}
+		conn := "c:" + r.RemoteAddr
+		keys := []string{conn}
+		if sid != "" {
+			keys = append(keys, "s:"+sid)
+		}
+		switch {
+		case r.Method == http.MethodPost && msg.Method != "":
+			// A later request on the same session or connection: the agent
+			// read what came before it.
+			g.delivery.evidence(r.Context(), actor, keys)
+			g.delivery.ack(r.Context(), actor, msg.acks())
+		case r.Method == http.MethodGet && sid != "" && r.Header.Get("Last-Event-ID") != "":
+			g.delivery.resumed(r.Context(), g.events, actor, sid, r.Header.Get("Last-Event-ID"))
+		}
+		switch {
+		case msg.Method == MethodAck:
+			w.WriteHeader(http.StatusAccepted)
+			return
+		case msg.Method == methodTasksGet || msg.Method == methodTasksCancel:
+			g.serveTasks(w, r, actor, keys, msg)
+			return
+		case msg.Method == "tools/call" && msg.declaresTasks():
+			g.serveTaskCall(w, r, actor, sid, keys, msg)
+			return
 		}
 		nonce := ulid.Make().String()
+		g.delivery.begin(nonce)
 		r.Header.Set(requestHeader, nonce)
+		if id := msg.jsonrpcID(); id != "" {
+			r.Header.Set(jsonrpcIDHeader, id)
+		}
 		tw := &trackingWriter{ResponseWriter: w}
+		h := stateful
+		if msg.Method == "server/discover" || (sid == "" && r.Header.Get("Mcp-Protocol-Version") >= modernVersion) {
+			h = stateless
+		}
+		if sid == "" && h == stateful {
+			// A new session: bind it before the client can learn its id.
+			tw.onHeader = func(hd http.Header) {
+				if newSid := hd.Get("Mcp-Session-Id"); newSid != "" {
+					g.bind(newSid, actor)
+					keys = append(keys, "s:"+newSid)
+				}
+			}
+		}
 		h.ServeHTTP(tw, r)
-		g.delivered(nonce, tw.failed || r.Context().Err() != nil)
+		g.delivery.responded(r.Context(), nonce, actor, keys, tw.completedAt(), tw.failed || r.Context().Err() != nil)
 	})
+}
+
+// bind records that a new session belongs to actor; every later request
+// with its Mcp-Session-Id must come from the same actor.
+func (g *Gateway) bind(sid, actor string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.sessionActors) < maxTrackedSessions {
+		g.sessionActors[sid] = actor
+	} else {
+		g.log.Warn("mcp session not bound: too many sessions; its requests will be refused", "limit", maxTrackedSessions)
+	}
+}
+
+// boundTo reports whether sid is a session this gateway bound to actor.
+func (g *Gateway) boundTo(sid, actor string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a, ok := g.sessionActors[sid]
+	return ok && a == actor
 }
 
 // actor authenticates the caller; the actor never comes from the body.
@@ -183,13 +290,43 @@ func (g *Gateway) actor(h http.Header) (string, bool) {
 	return a, ok
 }
 
-// trackingWriter notes whether writing the response failed.
+// trackingWriter notes whether writing the response failed, and shows the
+// response header to onHeader before it is sent.
 type trackingWriter struct {
 	http.ResponseWriter
-	failed bool
+	failed   bool
+	onHeader func(http.Header)
+	wrote    bool
+	// lastWrite is when the response's last write began: the client cannot
+	// have read the end of the response before it.
+	lastWrite time.Time
+}
+
+// completedAt is when the last write of the response began.
+func (w *trackingWriter) completedAt() time.Time {
+	if w.lastWrite.IsZero() {
+		return time.Now()
+	}
+	return w.lastWrite
+}
+
+func (w *trackingWriter) WriteHeader(code int) {
+	w.header()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackingWriter) header() {
+	if !w.wrote {
+		w.wrote = true
+		if w.onHeader != nil {
+			w.onHeader(w.ResponseWriter.Header())
+		}
+	}
 }
 
 func (w *trackingWriter) Write(b []byte) (int, error) {
+	w.header()
+	w.lastWrite = time.Now()
 	n, err := w.ResponseWriter.Write(b)
 	if err != nil {
 		w.failed = true
@@ -198,300 +335,10 @@ func (w *trackingWriter) Write(b []byte) (int, error) {
 }
 
 func (w *trackingWriter) Flush() {
+	w.header()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
 func (w *trackingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// carry notes that the response to request nonce carries execution id's result.
-func (g *Gateway) carry(nonce, id string) {
-	if nonce == "" {
-		return
-	}
-	g.mu.Lock()
-	g.pending[nonce] = append(g.pending[nonce], id)
-	g.mu.Unlock()
-}
-
-// delivered marks the executions whose results the response carried as
-// delivered, unless writing it failed: then they stay
-// COMPLETED_RESULT_NOT_DELIVERED and a retry collects them.
-func (g *Gateway) delivered(nonce string, failed bool) {
-	g.mu.Lock()
-	ids := g.pending[nonce]
-	delete(g.pending, nonce)
-	g.mu.Unlock()
-	if failed {
-		return
-	}
-	for _, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := g.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DELIVERED})
-		cancel()
-		var ite *ledger.IllegalTransitionError
-		if err != nil && !errors.As(err, &ite) {
-			g.log.Warn("mark delivered", "execution", id, "err", err)
-		}
-	}
-}
-
-func metaString(m map[string]any, key string) string {
-	if v, ok := m[key].(string); ok {
-		return v
-	}
-	return ""
-}
-
-// call handles tools/call for one tool.
-func (g *Gateway) call(t config.Tool) sdk.ToolHandler {
-	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		actor, ok := g.actor(req.Extra.Header)
-		if !ok {
-			return nil, errors.New("unauthenticated")
-		}
-		if g.locked {
-			return refused("the vault is locked: no action is taken; nothing was recorded or sent"), nil
-		}
-		args := []byte(req.Params.Arguments)
-		if len(args) == 0 {
-			args = []byte("{}")
-		}
-		var inst any
-		if err := json.Unmarshal(args, &inst); err != nil {
-			return refused("arguments are not JSON: " + err.Error()), nil
-		}
-		if err := g.schemas[t.Name].Validate(inst); err != nil {
-			return refused("arguments do not match the tool's input schema: " + err.Error() + "; nothing was recorded or sent"), nil
-		}
-		meta := req.Params.GetMeta()
-		session := ""
-		if req.Session != nil {
-			session = req.Session.ID()
-		}
-		scope := metaString(meta, MetaIntentScope)
-		if scope == "" {
-			scope = "session:" + session
-		}
-		opKey := metaString(meta, MetaOperationKey)
-		if opKey == "" {
-			opKey = metaString(meta, MetaIdemKey)
-		}
-		in := ledger.BeginInput{
-			Action: fingerprint.Action{Actor: actor, Tool: t.Name, Channel: t.Channel, Target: t.Target,
-				CredentialRef: t.CredentialRef, Method: t.Method, Arguments: args, IntentScope: scope},
-			OperationKey: opKey,
-			Correlation:  &pb.Correlation{SessionId: session},
-		}
-		nonce := req.Extra.Header.Get(requestHeader)
-		return g.run(ctx, t, in, args, nonce, 0)
-	}
-}
-
-// run begins and acts on the decision.
-func (g *Gateway) run(ctx context.Context, t config.Tool, in ledger.BeginInput, args []byte, nonce string, depth int) (*sdk.CallToolResult, error) {
-	res, err := g.ledger.Begin(ctx, in)
-	if err != nil {
-		return refused("refused: " + err.Error() + "; nothing was sent"), nil
-	}
-	x := res.Execution
-	g.carry(nonce, x.GetExecutionId())
-	if res.Decision == pb.Decision_DECISION_NEW {
-		switch x.GetState() {
-		case pb.State_STATE_AWAITING_APPROVAL:
-			return stateResult("awaiting_approval", x, "the tool needs a person's approval for every use; nothing was sent"), nil
-		case pb.State_STATE_DENIED:
-			return stateResult("denied", x, x.GetReason()), nil
-		}
-		return g.dispatch(ctx, t, x, args)
-	}
-	switch res.Recovery {
-	case pb.Recovery_RECOVERY_RESUME, pb.Recovery_RECOVERY_RESEND_SAME_KEY:
-		return g.dispatch(ctx, t, x, args)
-	case pb.Recovery_RECOVERY_AWAIT_APPROVAL:
-		return stateResult("awaiting_approval", x, res.Reason), nil
-	case pb.Recovery_RECOVERY_WAIT:
-		return g.wait(ctx, x, res.Reason)
-	case pb.Recovery_RECOVERY_QUERY_STATUS:
-		return g.queryStatus(ctx, t, in, args, x, nonce, depth)
-	case pb.Recovery_RECOVERY_NEEDS_REVIEW:
-		return stateResult("needs_review", x, res.Reason), nil
-	case pb.Recovery_RECOVERY_RETURN_RESULT:
-		return storedResult(x, "returned the stored result of "+x.GetExecutionId()+"; nothing was sent"), nil
-	case pb.Recovery_RECOVERY_RETURN_DENIAL:
-		return stateResult("denied", x, res.Reason+": "+x.GetReason()), nil
-	}
-	return stateResult(strings.ToLower(strings.TrimPrefix(x.GetState().String(), "STATE_")), x, res.Reason), nil
-}
-
-// dispatch wins DISPATCHED (or learns who did), sends, records what it
-// observed, and answers. The send runs to its own deadline: an agent that
-// goes away does not cancel it, and its retry collects the result.
-func (g *Gateway) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, args []byte) (*sdk.CallToolResult, error) {
-	id := x.GetExecutionId()
-	if _, err := g.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DISPATCHED}); err != nil {
-		var ite *ledger.IllegalTransitionError
-		if errors.As(err, &ite) {
-			return g.wait(ctx, x, "another call dispatched it first; nothing was resent")
-		}
-		return refused("not dispatched: " + err.Error()), nil
-	}
-	done := make(chan *pb.Execution, 1)
-	go func() { done <- g.record(id, g.send(t, id, args)) }()
-	select {
-	case rx := <-done:
-		if rx == nil {
-			return g.wait(ctx, x, "the observation could not be recorded")
-		}
-		switch rx.GetState() {
-		case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED:
-			return storedResult(rx, ""), nil
-		case pb.State_STATE_NOT_SENT:
-			return stateResult("not_sent", rx, rx.GetReason()+"; a retry resumes this execution"), nil
-		default:
-			return stateResult("outcome_unknown", rx, rx.GetReason()+"; nothing was resent"), nil
-		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// send performs one attempt on the tool's channel.
-func (g *Gateway) send(t config.Tool, id string, args []byte) executor.Outcome {
-	if t.Channel == "mcp" {
-		return g.callUpstream(t, args)
-	}
-	if t.Channel != "ssh" {
-		return g.http.Do(executor.HTTPRequest{Method: t.Method, URL: t.Target, Body: args, ExecutionID: id,
-			IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
-	}
-	r := sshRequest(t, id, args)
-	o := g.ssh.Do(r)
-	if o.Observed != executor.Unknown {
-		return o
-	}
-	// The connection dropped: ask the marker before anything else.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	switch m, code, out, err := g.ssh.Ask(ctx, r); {
-	case err != nil:
-		o.Reason += "; the marker could not be asked: " + err.Error()
-	case m == executor.MarkerDone:
-		return executor.Outcome{Observed: executor.Answered, Status: code, Body: out, ContentType: "text/plain"}
-	case m == executor.MarkerAbsent:
-		return executor.Outcome{Observed: executor.NotSent, Reason: "the remote marker shows the command never started"}
-	}
-	return o
-}
-
-func sshRequest(t config.Tool, id string, args []byte) executor.SSHRequest {
-	return executor.SSHRequest{Target: t.Target, HostKey: t.HostKey, CredentialRef: t.CredentialRef, Command: t.Command,
-		ExecutionID: id, Stdin: args, Timeout: t.Timeout}
-}
-
-// record appends what an attempt observed.
-func (g *Gateway) record(id string, o executor.Outcome) *pb.Execution {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ch := ledger.Change{ExecutionID: id}
-	switch o.Observed {
-	case executor.Answered:
-		ch.Event = pb.EventType_EVENT_TYPE_RESULT_OBSERVED
-		ch.Apply = func(x *pb.Execution) {
-			x.TargetStatus, x.ResultBody, x.ResultContentType = int32(o.Status), o.Body, o.ContentType
-			x.ResultReference = "result_" + id[len("act_"):]
-		}
-	case executor.NotSent:
-		ch.Event = pb.EventType_EVENT_TYPE_NOT_SENT
-		ch.Apply = func(x *pb.Execution) { x.Reason = o.Reason }
-	default:
-		ch.Event = pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN
-		ch.Apply = func(x *pb.Execution) { x.Reason = o.Reason }
-	}
-	x, err := g.ledger.Transition(ctx, ch)
-	if err != nil {
-		g.log.Error("record observation", "execution", id, "err", err)
-		return nil
-	}
-	return x
-}
-
-// wait follows an in-flight execution until it leaves DISPATCHED (bounded).
-func (g *Gateway) wait(ctx context.Context, x *pb.Execution, why string) (*sdk.CallToolResult, error) {
-	deadline := time.Now().Add(waitMax)
-	for time.Now().Before(deadline) {
-		cur, err := g.ledger.Get(ctx, x.GetExecutionId())
-		if err != nil {
-			return nil, err
-		}
-		switch cur.GetState() {
-		case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DELIVERED:
-			return storedResult(cur, "attached to "+cur.GetExecutionId()+"; "+why), nil
-		case pb.State_STATE_OUTCOME_UNKNOWN:
-			return stateResult("outcome_unknown", cur, cur.GetReason()+"; nothing was resent"), nil
-		case pb.State_STATE_DISPATCHED, pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED:
-		default:
-			return stateResult(strings.ToLower(strings.TrimPrefix(cur.GetState().String(), "STATE_")), cur, why), nil
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return stateResult("in_flight", x, "the first call is still at the target; nothing was resent; ask again later"), nil
-}
-
-// queryStatus asks the target's status endpoint about an unknown outcome
-// and resolves it; a proven absence lets the call run as a new execution.
-func (g *Gateway) queryStatus(ctx context.Context, t config.Tool, in ledger.BeginInput, args []byte, x *pb.Execution, nonce string, depth int) (*sdk.CallToolResult, error) {
-	id := x.GetExecutionId()
-	var o executor.Outcome
-	switch {
-	case t.Channel == "ssh":
-		m, code, out, err := g.ssh.Ask(ctx, sshRequest(t, id, nil))
-		switch {
-		case err != nil:
-			return stateResult("outcome_unknown", x, "the remote marker could not be asked ("+err.Error()+"); nothing was resent"), nil
-		case m == executor.MarkerRunning:
-			return stateResult("in_flight", x, "the remote marker shows the command still running; nothing was resent"), nil
-		case m == executor.MarkerAbsent:
-			o = executor.Outcome{Observed: executor.Answered, Status: http.StatusNotFound}
-		default:
-			return g.resolveCompleted(ctx, x, code, out, "the remote marker shows exit status "+fmt.Sprint(code))
-		}
-	case t.StatusURL == "":
-		return stateResult("outcome_unknown", x, "the contract names no status_url; nothing was resent"), nil
-	default:
-		o = g.http.Do(executor.HTTPRequest{Method: http.MethodGet, URL: executor.StatusURL(t.StatusURL, id), ExecutionID: id,
-			IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
-	}
-	switch {
-	case o.Observed == executor.Answered && o.Status >= 200 && o.Status < 300:
-		return g.resolveCompleted(ctx, x, o.Status, o.Body, "the status endpoint answered "+fmt.Sprint(o.Status))
-	case o.Observed == executor.Answered && o.Status == http.StatusNotFound && depth == 0:
-		if _, err := g.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED,
-			Evidence: "absence proven (status 404 or no remote marker)"}); err != nil {
-			return g.wait(ctx, x, "resolved by another call")
-		}
-		return g.run(ctx, t, in, args, nonce, depth+1)
-	}
-	return stateResult("outcome_unknown", x, "the status endpoint did not settle it ("+fmt.Sprint(o.Status)+" "+o.Reason+"); nothing was resent"), nil
-}
-
-// resolveCompleted settles an unknown outcome as completed with the
-// evidence found, and returns the result.
-func (g *Gateway) resolveCompleted(ctx context.Context, x *pb.Execution, status int, body, evidence string) (*sdk.CallToolResult, error) {
-	id := x.GetExecutionId()
-	rx, err := g.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED,
-		Evidence: evidence,
-		Apply: func(x *pb.Execution) {
-			x.TargetStatus, x.ResultBody = int32(status), body
-			x.ResultReference = "result_" + id[len("act_"):]
-		}})
-	if err != nil {
-		return g.wait(ctx, x, "resolved by another call")
-	}
-	return storedResult(rx, evidence+"; the first call took effect; nothing was resent"), nil
-}

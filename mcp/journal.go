@@ -95,6 +95,13 @@ func (g *Gateway) initialized(ctx context.Context, req *sdk.InitializedRequest) 
 		cancel()
 	}
 	if g.journal == nil {
+		go func() {
+			_ = req.Session.Wait()
+			g.mu.Lock()
+			delete(g.sessionActors, req.Session.ID())
+			delete(g.local, req.Session.ID())
+			g.mu.Unlock()
+		}()
 		return
 	}
 	var actor string

@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/dispatch"
 	"github.com/portcullis-dev/portcullis/executor"
 )
 
@@ -146,4 +147,18 @@ func (g *Gateway) Close() {
 			s.Close()
 		}
 	}
+}
+
+// upstreamExecutor is the driver's executor for channel: mcp tools.
+type upstreamExecutor struct{ g *Gateway }
+
+var _ dispatch.Executor = upstreamExecutor{}
+
+func (u upstreamExecutor) Send(t config.Tool, _ string, args []byte) executor.Outcome {
+	return u.g.callUpstream(t, args)
+}
+
+// Status: an upstream MCP server has no status query.
+func (upstreamExecutor) Status(context.Context, config.Tool, string) dispatch.Status {
+	return dispatch.Status{Evidence: "an upstream MCP server has no status query"}
 }

@@ -139,12 +139,26 @@ func startMCPGatewayLog(t testing.TB, cfg, natsURL string, logs io.Writer) *serv
 	return g
 }
 
-type bearer struct{ token string }
+// bearer authenticates an agent. Each session of the tests is its own
+// agent process: with its own transport it shares no connection with
+// another session (a later request on the same connection is evidence of
+// receipt).
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
+	if b.rt == nil {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	return b.rt.RoundTrip(r)
+}
+
+func agentTransport(token string) http.RoundTripper {
+	return bearer{token: token, rt: http.DefaultTransport.(*http.Transport).Clone()}
 }
 
 func mcpSessionB(g *server.Gateway) (*sdk.ClientSession, error) {
@@ -154,8 +168,17 @@ func mcpSessionB(g *server.Gateway) (*sdk.ClientSession, error) {
 func mcpSession(_ *testing.T, g *server.Gateway, token string) (*sdk.ClientSession, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
 	return c.Connect(context.Background(), &sdk.StreamableClientTransport{
-		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: agentTransport(token)}, MaxRetries: -1,
 	}, nil)
+}
+
+// mcpLegacySession opens a stateful 2025-11-25 session (the Go SDK
+// client speaks stateless 2026-07-28 by default).
+func mcpLegacySession(g *server.Gateway, token string) (*sdk.ClientSession, error) {
+	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
+	return c.Connect(context.Background(), &sdk.StreamableClientTransport{
+		Endpoint: "http://" + g.Addr + "/mcp", HTTPClient: &http.Client{Transport: agentTransport(token)}, MaxRetries: -1,
+	}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 }
 
 func structured(t *testing.T, r *sdk.CallToolResult) map[string]any {
@@ -315,7 +338,7 @@ func TestMCPPerUseApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := startMCPGateway(t, cfg, "")
-	s, err := mcpSession(t, g, agentToken)
+	s, err := mcpLegacySession(g, agentToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,8 +373,12 @@ func TestMCPPerUseApproval(t *testing.T) {
 	if r := call("db-prod"); r["state"] != "completed" || tg.performed.Load() != 1 {
 		t.Fatalf("after approval: %v, performed %d", r, tg.performed.Load())
 	}
-	// Once the result is marked delivered (after the response was written),
-	// the same call is a new operation, and per_use asks a person again.
+	// Once the result is delivered (evidence: a later request in the same
+	// session), the same call is a new operation, and per_use asks a person
+	// again.
+	if _, err := s.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, g, id, "STATE_DELIVERED")
 	if r := call("db-prod"); r["state"] != "awaiting_approval" || r["execution_id"] == id || tg.seen.Load() != 1 {
 		t.Fatalf("the same call after delivery: %v, target saw %d", r, tg.seen.Load())

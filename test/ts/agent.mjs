@@ -1,10 +1,12 @@
 // A real agent: the TypeScript MCP SDK calling portcullis serve.
-// Usage: node agent.mjs URL TOKEN TOOL ARGS_JSON [TIMEOUT_MS]
+// Usage: node agent.mjs URL TOKEN TOOL ARGS_JSON [TIMEOUT_MS] [META_JSON]
+// (TIMEOUT_MS 0: the SDK's default; META_JSON: the call's _meta, default
+// {"io.portcullis/intent-scope": "run:ts"}).
 // Prints one JSON line per call: the structured result, or {"error": ...}.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const [url, token, tool, argsJSON, timeoutMs] = process.argv.slice(2);
+const [url, token, tool, argsJSON, timeoutMs, metaJSON] = process.argv.slice(2);
 const transport = new StreamableHTTPClientTransport(new URL(url), {
   requestInit: { headers: { Authorization: `Bearer ${token}` } },
 });
@@ -12,9 +14,10 @@ const client = new Client({ name: "ts-agent", version: "1.0.0" });
 try {
   await client.connect(transport);
   const tools = await client.listTools();
-  const opts = timeoutMs ? { timeout: Number(timeoutMs) } : undefined;
+  const opts = Number(timeoutMs) > 0 ? { timeout: Number(timeoutMs) } : undefined;
+  const meta = metaJSON ? JSON.parse(metaJSON) : { "io.portcullis/intent-scope": "run:ts" };
   const result = await client.callTool(
-    { name: tool, arguments: JSON.parse(argsJSON), _meta: { "io.portcullis/intent-scope": "run:ts" } },
+    { name: tool, arguments: JSON.parse(argsJSON), _meta: meta },
     undefined,
     opts,
   );

@@ -1,0 +1,246 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+)
+
+// Delivery evidence. A response written to a socket is not proof that the
+// agent read it, so DELIVERED is appended only on evidence of receipt:
+//   - a later request from the same agent on the same session or the same
+//     connection, arriving after the response that carried the result
+//     completed;
+//   - an explicit acknowledgement: _meta["io.portcullis/ack"] on any
+//     request, or the notification notifications/io.portcullis/ack;
+//   - a stream resumed with Last-Event-ID at or past the event that
+//     carried the result.
+//
+// Until then the execution stays COMPLETED_RESULT_NOT_DELIVERED and a
+// matching retry gets the stored result.
+const (
+	// maxAwaiting bounds the sessions and connections with completed
+	// responses awaiting evidence; beyond it the oldest are forgotten (their
+	// executions stay COMPLETED_RESULT_NOT_DELIVERED, the safe side).
+	maxAwaiting      = 1 << 16
+	markDeliveredMax = 10 * time.Second
+	// maxResumeScan bounds the stored events read on a resumption.
+	maxResumeScan = 4096
+)
+
+type awaiting struct {
+	actor string
+	ids   []string
+	at    time.Time
+}
+
+// arrival is the latest request from an agent on a session or connection.
+type arrival struct {
+	actor string
+	at    time.Time
+}
+
+// delivery tracks which responses carried which results, and records
+// DELIVERED on evidence.
+type delivery struct {
+	ledger *ledger.Service
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	open     map[string]bool     // request nonces whose response is being written
+	pending  map[string][]string // request nonce → executions whose result that response carries
+	awaiting map[string]awaiting // "s:"+session or "c:"+remote address → completed responses' executions
+	arrivals map[string]arrival  // same keys → the latest request seen there
+}
+
+func newDelivery(l *ledger.Service, log *slog.Logger) *delivery {
+	return &delivery{ledger: l, log: log, open: map[string]bool{}, pending: map[string][]string{}, awaiting: map[string]awaiting{}, arrivals: map[string]arrival{}}
+}
+
+// begin opens request nonce; responded closes it.
+func (d *delivery) begin(nonce string) {
+	d.mu.Lock()
+	d.open[nonce] = true
+	d.mu.Unlock()
+}
+
+// carry notes that the response to request nonce carries execution id's
+// result. A handler that finishes after its response was closed (the
+// client went away) carries nothing.
+func (d *delivery) carry(nonce, id string) {
+	if nonce == "" || id == "" {
+		return
+	}
+	d.mu.Lock()
+	if d.open[nonce] {
+		d.pending[nonce] = append(d.pending[nonce], id)
+	}
+	d.mu.Unlock()
+}
+
+// responded: the response to nonce completed at completedAt (its last
+// byte was handed over). Its results now await evidence on each of keys,
+// unless writing it failed (then nothing awaits: the retry collects the
+// stored result). A request that arrived on one of keys after completedAt,
+// while the handler was still returning, is evidence already.
+func (d *delivery) responded(ctx context.Context, nonce, actor string, keys []string, completedAt time.Time, failed bool) {
+	d.mu.Lock()
+	ids := d.pending[nonce]
+	delete(d.pending, nonce)
+	delete(d.open, nonce)
+	if failed || len(ids) == 0 {
+		d.mu.Unlock()
+		return
+	}
+	seen := false
+	for _, k := range keys {
+		if a, ok := d.arrivals[k]; ok && a.actor == actor && a.at.After(completedAt) {
+			seen = true
+		}
+	}
+	if !seen {
+		for _, k := range keys {
+			if _, ok := d.awaiting[k]; !ok && len(d.awaiting) >= maxAwaiting {
+				evictOldest(d.awaiting, func(a awaiting) time.Time { return a.at })
+			}
+			a := d.awaiting[k]
+			if a.actor != "" && a.actor != actor {
+				a = awaiting{}
+			}
+			a.actor, a.at = actor, completedAt
+			a.ids = append(a.ids, ids...)
+			d.awaiting[k] = a
+		}
+	}
+	d.mu.Unlock()
+	if seen {
+		d.mark(ctx, actor, ids, "a later request on the same session or connection")
+	}
+}
+
+func evictOldest[V any](m map[string]V, at func(V) time.Time) {
+	var oldest string
+	var t time.Time
+	for k, v := range m {
+		if oldest == "" || at(v).Before(t) {
+			oldest, t = k, at(v)
+		}
+	}
+	delete(m, oldest)
+}
+
+// evidence: a new request from actor arrived on keys; what completed
+// before it there was received.
+func (d *delivery) evidence(ctx context.Context, actor string, keys []string) {
+	var ids []string
+	now := time.Now()
+	d.mu.Lock()
+	for _, k := range keys {
+		if _, ok := d.arrivals[k]; !ok && len(d.arrivals) >= maxAwaiting {
+			evictOldest(d.arrivals, func(a arrival) time.Time { return a.at })
+		}
+		d.arrivals[k] = arrival{actor: actor, at: now}
+		if a, ok := d.awaiting[k]; ok && a.actor == actor {
+			ids = append(ids, a.ids...)
+			delete(d.awaiting, k)
+		}
+	}
+	d.mu.Unlock()
+	if len(ids) > 0 {
+		// Off the request's path: until it lands, a retry still gets the
+		// stored result (the safe side).
+		go d.mark(context.WithoutCancel(ctx), actor, ids, "a later request on the same session or connection")
+	}
+}
+
+// ack: the agent acknowledged receipt explicitly.
+func (d *delivery) ack(ctx context.Context, actor string, ids []string) {
+	if len(ids) > 0 {
+		go d.mark(context.WithoutCancel(ctx), actor, ids, "acknowledged by the agent")
+	}
+}
+
+// resumed: a stream of session sid was resumed with Last-Event-ID; every
+// result carried by an event up to and including that one was received.
+func (d *delivery) resumed(ctx context.Context, events sdk.EventStore, actor, sid, lastEventID string) {
+	streamID, idx, ok := parseEventID(lastEventID)
+	if !ok || idx >= maxResumeScan {
+		return
+	}
+	var ids []string
+	n := 0
+	for data, err := range events.After(ctx, sid, streamID, -1) {
+		if err != nil || n > idx {
+			break
+		}
+		n++
+		ids = append(ids, carriedExecution(data)...)
+	}
+	d.mark(ctx, actor, ids, "the stream was resumed past the result's event")
+}
+
+// parseEventID reads the SDK's event ids, "<stream>_<index>".
+func parseEventID(id string) (string, int, bool) {
+	stream, n, ok := strings.Cut(id, "_")
+	if !ok || stream == "" || strings.Contains(n, "_") {
+		return "", 0, false
+	}
+	idx, err := strconv.Atoi(n)
+	if err != nil || idx < 0 {
+		return "", 0, false
+	}
+	return stream, idx, true
+}
+
+// carriedExecution finds the execution whose stored result a stored
+// response event carries (our record in the result's _meta).
+func carriedExecution(data []byte) []string {
+	var resp struct {
+		Result struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(data, &resp) != nil {
+		return nil
+	}
+	var rec struct {
+		State       string `json:"state"`
+		ExecutionID string `json:"execution_id"`
+	}
+	if json.Unmarshal(resp.Result.Meta[MetaExecution], &rec) != nil || rec.State != "completed" || rec.ExecutionID == "" {
+		return nil
+	}
+	return []string{rec.ExecutionID}
+}
+
+// mark appends DELIVERED for each of ids that belongs to actor and awaits
+// delivery; anything else is left alone.
+func (d *delivery) mark(ctx context.Context, actor string, ids []string, evidence string) {
+	for _, id := range ids {
+		if ledger.ValidateExecutionID(id) != nil {
+			continue
+		}
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markDeliveredMax)
+		x, err := d.ledger.Get(mctx, id)
+		if err != nil || x.GetActor() != actor || x.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
+			cancel()
+			continue
+		}
+		_, err = d.ledger.Transition(mctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DELIVERED, Evidence: evidence})
+		cancel()
+		var ite *ledger.IllegalTransitionError
+		if err != nil && !errors.As(err, &ite) {
+			d.log.Warn("mark delivered", "execution", id, "err", err)
+		}
+	}
+}
