@@ -136,7 +136,8 @@ const (
 func ensureMeta(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: metaStream, Subjects: []string{"pc.meta.>"}, Storage: jetstream.FileStorage,
-		DenyDelete: true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
+		Description: "Portcullis: ledger metadata, one value per subject (fingerprint key check, shared key, gateway signing keys)",
+		DenyDelete:  true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
 		Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
