@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -274,4 +275,19 @@ func healthStatus(t *testing.T, g *server.Gateway) string {
 		return "SERVING"
 	}
 	return resp.Status + " " + string(b)
+}
+
+// Read RPCs are free of side effects, so Connect GET works for them (and
+// caches can keep their answers); writes still need POST.
+func TestConnectGETOnReadRPCs(t *testing.T) {
+	g := startGateway(t, "", nil)
+	q := "?connect=v1&encoding=json&message=" + url.QueryEscape(`{"pageSize":5}`)
+	for _, path := range []string{"/portcullis.v1.ExecutionService/ListExecutions", "/portcullis.v1.ApprovalService/ListPending"} {
+		if code, body := get(t, g, path+q); code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, code, body)
+		}
+	}
+	if code, _ := get(t, g, "/portcullis.v1.ExecutionService/Begin"+q); code == http.StatusOK {
+		t.Error("GET Begin succeeded: a write must need POST")
+	}
 }

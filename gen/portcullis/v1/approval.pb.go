@@ -332,9 +332,9 @@ const file_portcullis_v1_approval_proto_rawDesc = "" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"U\n" +
 	"\x1bApprovalServiceDenyResponse\x126\n" +
-	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution2\x90\x02\n" +
-	"\x0fApprovalService\x12T\n" +
-	"\vListPending\x12!.portcullis.v1.ListPendingRequest\x1a\".portcullis.v1.ListPendingResponse\x12H\n" +
+	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution2\x95\x02\n" +
+	"\x0fApprovalService\x12Y\n" +
+	"\vListPending\x12!.portcullis.v1.ListPendingRequest\x1a\".portcullis.v1.ListPendingResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\aApprove\x12\x1d.portcullis.v1.ApproveRequest\x1a\x1e.portcullis.v1.ApproveResponse\x12]\n" +
 	"\x04Deny\x12).portcullis.v1.ApprovalServiceDenyRequest\x1a*.portcullis.v1.ApprovalServiceDenyResponseBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
