@@ -285,8 +285,18 @@ func openForTool(o Options) (*natsConn, *slog.Logger, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	if err := o.checkSource(); err != nil {
+		return nil, nil, err
+	}
 	n, err := openNATS(o, lg)
-	return n, lg, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkStreams(context.Background(), n.js, o); err != nil {
+		n.close()
+		return nil, nil, err
+	}
+	return n, lg, nil
 }
 
 // sessionOwners keeps MCP session owners in the ledger's meta stream

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -12,12 +11,12 @@ import (
 )
 
 func approvalsCmd() *cobra.Command {
-	var addr string
+	var a api
 	client := func() portcullisv1connect.ApprovalServiceClient {
-		return portcullisv1connect.NewApprovalServiceClient(http.DefaultClient, addr)
+		return portcullisv1connect.NewApprovalServiceClient(a.client(), a.base())
 	}
 	cmd := &cobra.Command{Use: "approvals", Short: "Decide executions of per_use tools (through a running gateway's API)"}
-	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	apiFlags(cmd, &a)
 
 	list := &cobra.Command{
 		Use: "list", Short: "List executions waiting for approval, with their original records", Args: cobra.NoArgs,

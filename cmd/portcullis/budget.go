@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -30,13 +29,13 @@ func budgetCmd() *cobra.Command {
 }
 
 func budgetShowCmd() *cobra.Command {
-	var addr string
+	var ap api
 	cmd := &cobra.Command{
 		Use:   "show ACCOUNT",
 		Short: "Show an account and its open holds (through a running gateway's API)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := portcullisv1connect.NewBudgetServiceClient(http.DefaultClient, addr)
+			c := portcullisv1connect.NewBudgetServiceClient(ap.client(), ap.base())
 			ctx := cmd.Context()
 			acc, err := c.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: args[0]}))
 			if err != nil {
@@ -58,7 +57,7 @@ func budgetShowCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	apiFlags(cmd, &ap)
 	return cmd
 }
 
