@@ -16,7 +16,7 @@ import (
 // Limits of readiness.
 const (
 	// DefaultStuckAfter is how long a projector may stay behind its stream
-	// without its lag shrinking before the gateway reports not ready.
+	// without applying anything before the gateway reports not ready.
 	DefaultStuckAfter = 30 * time.Second
 	// readyWaitMax bounds one readiness check's reads of NATS.
 	readyWaitMax = 2 * time.Second
@@ -37,12 +37,13 @@ type Readiness struct {
 	Now      func() time.Time // nil: time.Now
 
 	mu   sync.Mutex
-	best map[string]lagMark // per stream: the smallest lag seen while behind
+	best map[string]lagMark // per stream, while behind: the last progress seen
 }
 
+// lagMark is when a projector that is behind last applied more events.
 type lagMark struct {
-	lag uint64
-	at  time.Time
+	applied uint64
+	at      time.Time
 }
 
 // Problem is nil when the gateway is ready, else the reasons it is not.
@@ -85,10 +86,10 @@ func (r *Readiness) Problem(ctx context.Context) error {
 		switch {
 		case lag == 0:
 			delete(r.best, stream)
-		case !seen || lag < b.lag:
-			r.best[stream] = lagMark{lag: lag, at: t}
+		case !seen || applied > b.applied:
+			r.best[stream] = lagMark{applied: applied, at: t}
 		case t.Sub(b.at) >= stuckAfter:
-			errs = append(errs, fmt.Errorf("projector %s stuck: %d events behind, not shrinking for %s", stream, lag, t.Sub(b.at).Round(time.Second)))
+			errs = append(errs, fmt.Errorf("projector %s stuck: %d events behind, nothing applied for %s", stream, lag, t.Sub(b.at).Round(time.Second)))
 		}
 	}
 	return errors.Join(errs...)
