@@ -36,7 +36,7 @@ type Match struct {
 	Reason   string
 }
 
-// MatchPrior applies the matching rule of DESIGN.md §2: read_only tools are
+// MatchPrior applies the matching rule of docs/design.md §2: read_only tools are
 // never matched; a prior execution outside the contract's match window does
 // not count; inside it, an operation key reused with a different request is
 // refused, an attachable prior absorbs the retry with the recovery the table

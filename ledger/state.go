@@ -18,7 +18,7 @@ type rule struct {
 }
 
 // attachable are the states in which a prior execution absorbs a retry
-// (DESIGN.md §2, matching). DELIVERED and NOT_EXECUTED are final: the same
+// (docs/design.md §2, matching). DELIVERED and NOT_EXECUTED are final: the same
 // action afterwards is a new execution.
 var attachable = []pb.State{
 	pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_AUTHORIZED,
@@ -26,7 +26,7 @@ var attachable = []pb.State{
 	pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DENIED,
 }
 
-// transitions is the lifecycle of DESIGN.md §2 as a table. Dispatch from
+// transitions is the lifecycle of docs/design.md §2 as a table. Dispatch from
 // ACCEPTED is allowed because ACCEPTED (as opposed to AWAITING_APPROVAL)
 // means the session authorization covers the tool.
 var transitions = map[pb.EventType]rule{

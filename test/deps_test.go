@@ -7,7 +7,7 @@ import (
 )
 
 // Domain packages hold the rules and do no I/O: they must not import
-// NATS, Pebble or Connect (STYLE.md). Adapters implement their ports.
+// NATS, Pebble or Connect (docs/design.md §6). Adapters implement their ports.
 func TestDomainImportsNoAdapters(t *testing.T) {
 	domain := []string{"contract", "fingerprint", "ledger", "projector", "budget", "budget/keeper", "executor"}
 	forbidden := []string{"github.com/nats-io/", "github.com/cockroachdb/pebble", "connectrpc.com/"}

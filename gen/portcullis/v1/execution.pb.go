@@ -147,7 +147,7 @@ func (Decision) EnumDescriptor() ([]byte, []int) {
 	return file_portcullis_v1_execution_proto_rawDescGZIP(), []int{1}
 }
 
-// Recovery is what the caller of an attached Begin must do (DESIGN.md §2).
+// Recovery is what the caller of an attached Begin must do (docs/design.md §2).
 type Recovery int32
 
 const (
