@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/portcullis-dev/portcullis/budget"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
+	"github.com/portcullis-dev/portcullis/fingerprint"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/telemetry"
@@ -42,6 +43,11 @@ func (o Options) validate() error {
 	}
 	if o.CheckpointEvery < 0 {
 		return fmt.Errorf("--checkpoint-every %s: must not be negative", o.CheckpointEvery)
+	}
+	if o.FingerprintKey != "" {
+		if _, err := fingerprint.ParseKey(o.FingerprintKey); err != nil {
+			return fmt.Errorf("--fingerprint-key: %w", err)
+		}
 	}
 	if o.StuckAfter < 0 {
 		return fmt.Errorf("--projector-stuck-after %s: must not be negative", o.StuckAfter)

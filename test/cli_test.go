@@ -67,6 +67,7 @@ func TestServeValidatesBeforeWriting(t *testing.T) {
 		{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--config", bad},
 		{"serve", "--data-dir", data, "--listen", "no-port", "--config", writeConfig(t)},
 		{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--log-format", "xml"},
+		{"serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--fingerprint-key", "not-hex"},
 	} {
 		if _, stderr, ok := run(t, dir, nil, args...); ok || stderr == "" {
 			t.Errorf("%v: ok=%v stderr %q", args, ok, stderr)
@@ -130,6 +131,9 @@ func TestCLIExecutionsAndEventsDecode(t *testing.T) {
 	}
 
 	s := ledgerStream(t, g)
+	if d := s.CachedInfo().Config.Description; !strings.Contains(d, "portcullis events decode") {
+		t.Errorf("stream description %q does not say how to read it", d)
+	}
 	msg, err := s.GetMsg(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
