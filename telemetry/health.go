@@ -77,7 +77,7 @@ func (r *Readiness) Problem(ctx context.Context) error {
 	for _, stream := range names {
 		last, applied, err := r.Streams[stream](ctx)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("stream %s: %w", stream, err))
+			errs = append(errs, fmt.Errorf("nats: read stream %s: %w", stream, err))
 			continue
 		}
 		lag := last - min(applied, last)
