@@ -3,6 +3,8 @@ package test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 )
 
 // run runs the portcullis binary in dir with stdin and returns its output
@@ -148,5 +151,60 @@ func TestCLIExecutionsAndEventsDecode(t *testing.T) {
 	}
 	if out, _, ok := run(t, dir, []byte("plain value\n"), "events", "decode"); !ok || out != "plain value\n" {
 		t.Fatalf("a non-event body: %q", out)
+	}
+}
+
+// ListPending pages: three pending approvals in pages of two are each seen
+// exactly once, and `approvals list` pages through them all.
+func TestListPendingPages(t *testing.T) {
+	ctx := context.Background()
+	g := startGateway(t, "", nil)
+	c := client(g)
+	want := map[string]bool{}
+	for i, svc := range []string{"db", "cache", "queue"} {
+		b, err := c.Begin(ctx, beginReq("rotate_credentials", args(t, map[string]any{"service": svc}), "", fmt.Sprint(i)))
+		if err != nil || b.Msg.GetExecution().GetState() != pb.State_STATE_AWAITING_APPROVAL {
+			t.Fatalf("begin %s: %v %v", svc, b, err)
+		}
+		want[b.Msg.GetExecution().GetExecutionId()] = true
+	}
+	last, err := g.ExecutionsLog.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Views.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	ac := portcullisv1connect.NewApprovalServiceClient(http.DefaultClient, "http://"+g.Addr)
+	seen, token, pages := map[string]int{}, "", 0
+	for {
+		res, err := ac.ListPending(ctx, connect.NewRequest(&pb.ListPendingRequest{PageSize: 2, PageToken: token}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, x := range res.Msg.GetExecutions() {
+			seen[x.GetExecutionId()]++
+		}
+		if token = res.Msg.GetNextPageToken(); token == "" {
+			break
+		}
+		if pages > 3 {
+			t.Fatal("ListPending never ends")
+		}
+	}
+	if pages != 2 || len(seen) != 3 {
+		t.Fatalf("%d pages, seen %v, want 2 pages over %v", pages, seen, want)
+	}
+	for id, n := range seen {
+		if !want[id] || n != 1 {
+			t.Errorf("%s seen %d times (pending: %v)", id, n, want[id])
+		}
+	}
+	out, stderr, ok := run(t, t.TempDir(), nil, "approvals", "list", "--addr", g.Addr)
+	for id := range want {
+		if !ok || !strings.Contains(out, id) {
+			t.Errorf("approvals list misses %s: ok=%v %q %q", id, ok, out, stderr)
+		}
 	}
 }

@@ -21,18 +21,25 @@ func approvalsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List executions waiting for approval, with their original records", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := client().ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{}))
-			if err != nil {
-				return err
-			}
 			w := cmd.OutOrStdout()
-			if len(res.Msg.GetExecutions()) == 0 {
-				fmt.Fprintln(w, "nothing waits for approval")
+			token, n := "", 0
+			for {
+				res, err := client().ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{PageSize: listPageMax, PageToken: token}))
+				if err != nil {
+					return err
+				}
+				for _, x := range res.Msg.GetExecutions() {
+					n++
+					fmt.Fprintf(w, "%s  %s  actor %s  accepted %s  retries attached %d\n  %s\n",
+						x.GetExecutionId(), x.GetTool(), x.GetActor(), x.GetAcceptedAt().AsTime().Format("2006-01-02 15:04:05Z07:00"),
+						x.GetAttachCount(), x.GetCanonicalRecord())
+				}
+				if token = res.Msg.GetNextPageToken(); token == "" {
+					break
+				}
 			}
-			for _, x := range res.Msg.GetExecutions() {
-				fmt.Fprintf(w, "%s  %s  actor %s  accepted %s  retries attached %d\n  %s\n",
-					x.GetExecutionId(), x.GetTool(), x.GetActor(), x.GetAcceptedAt().AsTime().Format("2006-01-02 15:04:05Z07:00"),
-					x.GetAttachCount(), x.GetCanonicalRecord())
+			if n == 0 {
+				fmt.Fprintln(w, "nothing waits for approval")
 			}
 			return nil
 		},
