@@ -44,6 +44,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	decisions      *prometheus.CounterVec
+	begin          map[string]prometheus.Counter // by outcome; read-only after NewMetrics
 	appendSeconds  *prometheus.HistogramVec
 	commitSeconds  *prometheus.HistogramVec
 	commitMessages *prometheus.HistogramVec
@@ -88,6 +89,10 @@ func NewMetrics() *Metrics {
 		Help:    "MCP request duration as the server saw it (OpenTelemetry semantic convention mcp.server.operation.duration).",
 		Buckets: []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
 	}, []string{"mcp_method_name", "gen_ai_tool_name", "error_type"})
+	m.begin = map[string]prometheus.Counter{}
+	for _, o := range []string{OutcomeNew, OutcomeAttached, OutcomeRefused, OutcomeFailed} {
+		m.begin[o] = m.decisions.WithLabelValues(KindBegin, o)
+	}
 	m.reg.MustRegister(m.decisions, m.appendSeconds, m.commitSeconds, m.commitMessages, m.quarantined, m.overdue, m.mcpDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -253,12 +258,12 @@ func (c *ledgerCollector) scan(ch chan<- prometheus.Metric) {
 func (m *Metrics) OnBegin(decision pb.Decision, refused bool, err error) {
 	switch {
 	case err != nil && refused:
-		m.Decided(KindBegin, OutcomeRefused)
+		m.begin[OutcomeRefused].Inc()
 	case err != nil:
-		m.Decided(KindBegin, OutcomeFailed)
+		m.begin[OutcomeFailed].Inc()
 	case decision == pb.Decision_DECISION_ATTACHED:
-		m.Decided(KindBegin, OutcomeAttached)
+		m.begin[OutcomeAttached].Inc()
 	default:
-		m.Decided(KindBegin, OutcomeNew)
+		m.begin[OutcomeNew].Inc()
 	}
 }
