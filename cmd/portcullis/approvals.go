@@ -11,20 +11,29 @@ import (
 )
 
 func approvalsCmd() *cobra.Command {
-	var a api
-	client := func() portcullisv1connect.ApprovalServiceClient {
-		return portcullisv1connect.NewApprovalServiceClient(a.client(), a.base())
-	}
+	var addr string
 	cmd := &cobra.Command{Use: "approvals", Short: "Decide executions of per_use tools (through a running gateway's API)"}
-	apiFlags(cmd, &a)
+	addrFlag(cmd.PersistentFlags(), &addr)
+	httpClient := apiFlags(cmd, true)
+	client := func() (portcullisv1connect.ApprovalServiceClient, error) {
+		hc, err := httpClient()
+		if err != nil {
+			return nil, err
+		}
+		return portcullisv1connect.NewApprovalServiceClient(hc, apiBase(addr)), nil
+	}
 
 	list := &cobra.Command{
 		Use: "list", Short: "List executions waiting for approval, with their original records", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			token, n := "", 0
 			for {
-				res, err := client().ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{PageSize: listPageMax, PageToken: token}))
+				res, err := c.ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{PageSize: listPageMax, PageToken: token}))
 				if err != nil {
 					return err
 				}
@@ -48,28 +57,37 @@ func approvalsCmd() *cobra.Command {
 	approve := &cobra.Command{
 		Use: "approve EXECUTION_ID", Short: "Approve a pending execution", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := client().Approve(cmd.Context(), connect.NewRequest(&pb.ApproveRequest{ExecutionId: args[0], By: by}))
+			c, err := client()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", res.Msg.GetExecution().GetExecutionId(), res.Msg.GetExecution().GetState(), by)
+			res, err := c.Approve(cmd.Context(), connect.NewRequest(&pb.ApproveRequest{ExecutionId: args[0], By: by}))
+			if err != nil {
+				return err
+			}
+			x := res.Msg.GetExecution()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", x.GetExecutionId(), x.GetState(), x.GetAuthorizedBy())
 			return nil
 		},
 	}
 	deny := &cobra.Command{
 		Use: "deny EXECUTION_ID", Short: "Deny a pending execution", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := client().Deny(cmd.Context(), connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: args[0], By: by, Reason: reason}))
+			c, err := client()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", res.Msg.GetExecution().GetExecutionId(), res.Msg.GetExecution().GetState(), by)
+			res, err := c.Deny(cmd.Context(), connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: args[0], By: by, Reason: reason}))
+			if err != nil {
+				return err
+			}
+			x := res.Msg.GetExecution()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", x.GetExecutionId(), x.GetState(), x.GetAuthorizedBy())
 			return nil
 		},
 	}
 	for _, c := range []*cobra.Command{approve, deny} {
-		c.Flags().StringVar(&by, "by", "", "who decides (required)")
-		_ = c.MarkFlagRequired("by")
+		c.Flags().StringVar(&by, "by", "", "who decides: optional, and refused unless it is the caller the token authenticates (the gateway records the caller)")
 	}
 	deny.Flags().StringVar(&reason, "reason", "", "why")
 	cmd.AddCommand(list, approve, deny)

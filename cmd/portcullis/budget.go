@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -29,13 +30,18 @@ func budgetCmd() *cobra.Command {
 }
 
 func budgetShowCmd() *cobra.Command {
-	var ap api
+	var addr string
+	var httpClient func() (*http.Client, error)
 	cmd := &cobra.Command{
 		Use:   "show ACCOUNT",
 		Short: "Show an account and its open holds (through a running gateway's API)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := portcullisv1connect.NewBudgetServiceClient(ap.client(), ap.base())
+			hc, err := httpClient()
+			if err != nil {
+				return err
+			}
+			c := portcullisv1connect.NewBudgetServiceClient(hc, apiBase(addr))
 			ctx := cmd.Context()
 			acc, err := c.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: args[0]}))
 			if err != nil {
@@ -57,7 +63,8 @@ func budgetShowCmd() *cobra.Command {
 			return nil
 		},
 	}
-	apiFlags(cmd, &ap)
+	addrFlag(cmd.Flags(), &addr)
+	httpClient = apiFlags(cmd, false)
 	return cmd
 }
 

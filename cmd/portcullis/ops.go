@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"runtime"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -26,46 +26,29 @@ import (
 )
 
 // Where the API is: every command that talks to a running gateway takes
-// --addr (default $PORTCULLIS_ADDR, else http://127.0.0.1:8080) and
-// --token (default $PORTCULLIS_TOKEN), the same way.
+// --addr (default $PORTCULLIS_ADDR, else http://127.0.0.1:8080; HOST:PORT
+// or a URL) and the credentials of apiFlags (--token, default
+// $PORTCULLIS_TOKEN), the same way.
 const defaultAddr = "http://127.0.0.1:8080"
 
 // listPageMax is the page size the CLI asks for when it lists.
 const listPageMax = 1000
 
-// api holds the flags of commands that call a running gateway.
-type api struct{ addr, token string }
-
-func apiFlags(cmd *cobra.Command, a *api) {
-	addr := os.Getenv("PORTCULLIS_ADDR")
-	if addr == "" {
-		addr = defaultAddr
+// addrFlag adds --addr to fs.
+func addrFlag(fs *pflag.FlagSet, addr *string) {
+	def := os.Getenv("PORTCULLIS_ADDR")
+	if def == "" {
+		def = defaultAddr
 	}
-	cmd.PersistentFlags().StringVar(&a.addr, "addr", addr, "API of a running gateway, HOST:PORT or URL (default $PORTCULLIS_ADDR, else "+defaultAddr+")")
-	cmd.PersistentFlags().StringVar(&a.token, "token", os.Getenv("PORTCULLIS_TOKEN"), "caller bearer token (default $PORTCULLIS_TOKEN)")
+	fs.StringVar(addr, "addr", def, "API of a running gateway, HOST:PORT or URL (default $PORTCULLIS_ADDR, else "+defaultAddr+")")
 }
 
-// base is the API's base URL.
-func (a api) base() string {
-	if strings.Contains(a.addr, "://") {
-		return strings.TrimSuffix(a.addr, "/")
+// apiBase is the API's base URL for --addr.
+func apiBase(addr string) string {
+	if strings.Contains(addr, "://") {
+		return strings.TrimSuffix(addr, "/")
 	}
-	return "http://" + a.addr
-}
-
-func (a api) client() connect.HTTPClient {
-	if a.token == "" {
-		return http.DefaultClient
-	}
-	return &http.Client{Transport: bearerTransport{a.token}}
-}
-
-type bearerTransport struct{ token string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
+	return "http://" + addr
 }
 
 // progress is a progress bar on stderr, drawn only when stderr is a
@@ -212,11 +195,16 @@ func parseState(s string) (pb.State, error) {
 }
 
 func executionsCmd() *cobra.Command {
-	var a api
+	var addr string
 	cmd := &cobra.Command{Use: "executions", Short: "List and resolve executions (through a running gateway's API)"}
-	apiFlags(cmd, &a)
-	svc := func() portcullisv1connect.ExecutionServiceClient {
-		return portcullisv1connect.NewExecutionServiceClient(a.client(), a.base())
+	addrFlag(cmd.PersistentFlags(), &addr)
+	httpClient := apiFlags(cmd, true)
+	svc := func() (portcullisv1connect.ExecutionServiceClient, error) {
+		hc, err := httpClient()
+		if err != nil {
+			return nil, err
+		}
+		return portcullisv1connect.NewExecutionServiceClient(hc, apiBase(addr)), nil
 	}
 
 	var stateS, tool string
@@ -237,10 +225,14 @@ func executionsCmd() *cobra.Command {
 			if limit <= 0 {
 				return errors.New("--limit must be positive")
 			}
+			c, err := svc()
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			token, n := "", 0
 			for n < limit {
-				res, err := svc().ListExecutions(cmd.Context(), connect.NewRequest(&pb.ListExecutionsRequest{
+				res, err := c.ListExecutions(cmd.Context(), connect.NewRequest(&pb.ListExecutionsRequest{
 					PageSize: int32(min(limit-n, listPageMax)), PageToken: token, State: state, Tool: tool}))
 				if err != nil {
 					return err
@@ -294,7 +286,11 @@ func executionsCmd() *cobra.Command {
 				}
 				req.Resolution, req.TargetStatus, req.ResultBody, req.ResultContentType = pb.Resolution_RESOLUTION_COMPLETED, status, body, contentType
 			}
-			res, err := svc().Resolve(cmd.Context(), connect.NewRequest(req))
+			c, err := svc()
+			if err != nil {
+				return err
+			}
+			res, err := c.Resolve(cmd.Context(), connect.NewRequest(req))
 			if err != nil {
 				return err
 			}
