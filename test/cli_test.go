@@ -84,7 +84,7 @@ func TestServeValidatesBeforeWriting(t *testing.T) {
 		t.Errorf("config validate: ok=%v %q", ok, stderr)
 	}
 	stdout, _, ok := run(t, dir, nil, "config", "validate", writeConfig(t))
-	if !ok || !strings.Contains(stdout, "valid: 5 tools") {
+	if !ok || !strings.Contains(stdout, ": valid: ") || !strings.Contains(stdout, "deploy_release") {
 		t.Errorf("config validate of a good file: ok=%v %q", ok, stdout)
 	}
 	if stdout, _, ok := run(t, dir, nil, "version"); !ok || !strings.HasPrefix(stdout, "portcullis ") {
@@ -98,7 +98,7 @@ func TestCLIExecutionsAndEventsDecode(t *testing.T) {
 	ctx := context.Background()
 	g := startGateway(t, "", nil)
 	c := client(g)
-	b, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"amount": 7}), "", "1"))
+	b, err := c.Begin(ctx, plainBegin(t, "create_payment", map[string]any{"amount": 7}, "1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +121,12 @@ func TestCLIExecutionsAndEventsDecode(t *testing.T) {
 	if _, stderr, ok := run(t, dir, nil, "executions", "resolve", id, "--addr", g.Addr, "--evidence", "x"); ok || !strings.Contains(stderr, "--completed or --not-executed") {
 		t.Fatalf("resolve without an outcome: ok=%v %q", ok, stderr)
 	}
-	out, stderr, ok = run(t, dir, nil, "executions", "resolve", id, "--addr", "http://"+g.Addr, "--not-executed", "--evidence", "status endpoint answered 404")
-	if !ok || !strings.Contains(out, "not_executed") {
+	if _, stderr, ok := run(t, dir, nil, "executions", "resolve", id, "--addr", g.Addr, "--completed", "--evidence", "x"); ok || !strings.Contains(stderr, "--target-status") {
+		t.Fatalf("--completed without a status: ok=%v %q", ok, stderr)
+	}
+	out, stderr, ok = run(t, dir, nil, "executions", "resolve", id, "--addr", "http://"+g.Addr, "--completed", "--target-status", "201",
+		"--result-body", `{"charge":"ch_1"}`, "--evidence", "GET /charges?key="+id+" answered 200")
+	if !ok || !strings.Contains(out, "completed_result_not_delivered") {
 		t.Fatalf("executions resolve: ok=%v %q %q", ok, out, stderr)
 	}
 	last, _ = g.ExecutionsLog.LastSeq(ctx)

@@ -22,6 +22,15 @@ import (
 	"github.com/portcullis-dev/portcullis/server"
 )
 
+// plainBegin is a Begin that names only what a caller must: the tool's
+// definition supplies channel, target and method.
+func plainBegin(t *testing.T, tool string, a map[string]any, jsonrpcID string) *connect.Request[pb.BeginRequest] {
+	return connect.NewRequest(&pb.BeginRequest{
+		Action:      &pb.Action{Actor: "agent-7", Tool: tool, Arguments: args(t, a), IntentScope: "run:5f8097"},
+		Correlation: &pb.Correlation{JsonrpcId: jsonrpcID, SessionId: "sess-1"},
+	})
+}
+
 // scrape reads the gateway's /metrics.
 func scrape(t *testing.T, g *server.Gateway) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -114,18 +123,18 @@ func TestMetricsAfterIncident(t *testing.T) {
 
 	// An executor's payment: dispatched, then its answer is lost.
 	c := client(g)
-	b, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"amount": 12}), "", "1"))
+	b, err := c.Begin(ctx, plainBegin(t, "create_payment", map[string]any{"amount": 12}, "1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := b.Msg.GetExecution().GetExecutionId()
 	mustOK(t)(c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id})))
 	mustOK(t)(c.RecordOutcomeUnknown(ctx, connect.NewRequest(&pb.RecordOutcomeUnknownRequest{ExecutionId: id, Reason: "timeout after body sent"})))
-	retry, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"amount": 12}), "", "2"))
+	retry, err := c.Begin(ctx, plainBegin(t, "create_payment", map[string]any{"amount": 12}, "2"))
 	if err != nil || retry.Msg.GetDecision() != pb.Decision_DECISION_ATTACHED {
 		t.Fatalf("retry: %v %v", retry, err)
 	}
-	_, err = c.Begin(ctx, beginReq("no_such_tool", args(t, map[string]any{}), "", "3"))
+	_, err = c.Begin(ctx, plainBegin(t, "no_such_tool", map[string]any{}, "3"))
 	wantCode(t, err, connect.CodeFailedPrecondition)
 
 	bc := budgetClient(g)
