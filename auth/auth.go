@@ -17,7 +17,7 @@ import (
 // Role is a set of RPCs a caller may use (the table in policy.go).
 type Role string
 
-// The roles of DESIGN.md §4.
+// The roles of docs/design.md §4.
 const (
 	Executor    Role = "executor"     // Begin and the execution transitions for the actors it acts for
 	Approver    Role = "approver"     // approvals: Authorize, Deny, Resolve, ApprovalService

@@ -30,7 +30,7 @@ func TestEveryProcedureHasRoles(t *testing.T) {
 	}
 }
 
-// The roles of DESIGN.md: for each role, exactly these RPCs (message rules aside).
+// The roles of docs/design.md: for each role, exactly these RPCs (message rules aside).
 func TestRolesTable(t *testing.T) {
 	want := map[Role][]string{
 		Executor: {svc.ExecutionServiceBeginProcedure, svc.ExecutionServiceMarkDispatchedProcedure, svc.ExecutionServiceMarkNotSentProcedure,

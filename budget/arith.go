@@ -18,7 +18,7 @@ func commitment(spent, held, requested int64) (int64, bool) {
 	return addChecked(s, requested)
 }
 
-// withinLimit applies DESIGN.md §3: spent + held + requested <= limit. A sum
+// withinLimit applies docs/design.md §3: spent + held + requested <= limit. A sum
 // that overflows is not within any limit.
 func withinLimit(spent, held, requested, limit int64) bool {
 	total, ok := commitment(spent, held, requested)

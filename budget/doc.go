@@ -10,7 +10,7 @@
 // append, Apply after read), so a stale or inconsistent event never enters
 // the state.
 //
-// The rule, from DESIGN.md §3:
+// The rule, from docs/design.md §3:
 //
 //	within_limit = spent + sum(held) + requested <= limit
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/portcullis-dev/portcullis/budget"
 )
 
-// The worked example of DESIGN.md §3: limit 50 000 pence, 30 000 spent, op A
+// The worked example of docs/design.md §3: limit 50 000 pence, 30 000 spent, op A
 // holding 12 000 with its answer lost.
 func ExampleReserve() {
 	now := time.Date(2025, 10, 27, 9, 0, 0, 0, time.UTC)

@@ -85,7 +85,7 @@ func digestOf(s string) string { return fmt.Sprintf("sha256:req-%s", s) }
 
 var cfo = &Override{By: "cfo@example.org", Reason: "quarter-end supplier payment"}
 
-// workedExample builds DESIGN.md §3's state: limit 50 000 pence, 30 000
+// workedExample builds docs/design.md §3's state: limit 50 000 pence, 30 000
 // spent, op A holding 12 000 with its answer lost.
 func workedExample(t tb) *book {
 	t.Helper()

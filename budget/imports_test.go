@@ -10,7 +10,7 @@ import (
 )
 
 // The package is domain code: no NATS, Pebble, Connect or protobuf, no
-// logger, no I/O packages (STYLE.md, "imports point inward").
+// logger, no I/O packages (docs/design.md §6, "imports point inward").
 func TestDomainImports(t *testing.T) {
 	files, err := os.ReadDir(".")
 	if err != nil {

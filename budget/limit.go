@@ -3,10 +3,11 @@ package budget
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
 )
 
 // Limit is the canonical limit record: the spending limit one party
@@ -68,27 +69,35 @@ func (l Limit) ValidAt(t time.Time) bool {
 	return true
 }
 
-// Canonical returns the record as RFC 8785 canonical JSON: keys sorted
-// (account, currency, delegator, limit, valid_from, valid_until), no white
-// space, strings with only the escapes RFC 8785 requires, the limit as an
-// integer (exact, since it is at most MaxAmount), times as RFC 3339 in UTC
-// with the shortest fraction, or "" when open. It is meaningful only for a
-// record that passes Validate; invalid UTF-8 is written as U+FFFD.
+// Canonical returns the record as RFC 8785 canonical JSON (keys account,
+// currency, delegator, limit, valid_from, valid_until), made by
+// github.com/gowebpki/jcs from the record's JSON: the limit is an integer
+// (exact, since it is at most MaxAmount), times are RFC 3339 in UTC with the
+// shortest fraction, or "" when open. It is meaningful only for a record
+// that passes Validate; invalid UTF-8 is written as U+FFFD.
 func (l Limit) Canonical() []byte {
-	b := make([]byte, 0, 128+len(l.Account)+len(l.Delegator))
-	b = append(b, `{"account":`...)
-	b = appendJSONString(b, l.Account)
-	b = append(b, `,"currency":`...)
-	b = appendJSONString(b, l.Currency)
-	b = append(b, `,"delegator":`...)
-	b = appendJSONString(b, l.Delegator)
-	b = append(b, `,"limit":`...)
-	b = strconv.AppendInt(b, l.Limit, 10)
-	b = append(b, `,"valid_from":`...)
-	b = appendJSONString(b, canonicalTime(l.ValidFrom))
-	b = append(b, `,"valid_until":`...)
-	b = appendJSONString(b, canonicalTime(l.ValidUntil))
-	return append(b, '}')
+	raw, err := json.Marshal(canonicalLimit{
+		Account: l.Account, Currency: l.Currency, Delegator: l.Delegator, Limit: l.Limit,
+		ValidFrom: canonicalTime(l.ValidFrom), ValidUntil: canonicalTime(l.ValidUntil),
+	})
+	if err != nil {
+		panic("budget: marshal limit record: " + err.Error()) // strings and an int64 always marshal
+	}
+	out, err := jcs.Transform(raw)
+	if err != nil {
+		panic("budget: canonicalize limit record: " + err.Error()) // encoding/json output is valid JSON
+	}
+	return out
+}
+
+// canonicalLimit is the limit record as it is digested.
+type canonicalLimit struct {
+	Account    string `json:"account"`
+	Currency   string `json:"currency"`
+	Delegator  string `json:"delegator"`
+	Limit      int64  `json:"limit"`
+	ValidFrom  string `json:"valid_from"`
+	ValidUntil string `json:"valid_until"`
 }
 
 // Digest returns "sha256:" and the hex SHA-256 of Canonical. It is the
@@ -103,33 +112,4 @@ func canonicalTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
-}
-
-// appendJSONString writes s as an RFC 8785 string: '"' and '\\' escaped,
-// \b \f \n \r \t for those controls, \u00xx (lower-case hex) for the other
-// controls below 0x20, everything else as literal UTF-8.
-func appendJSONString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b = append(b, '\\', byte(r))
-		case r == '\b':
-			b = append(b, '\\', 'b')
-		case r == '\f':
-			b = append(b, '\\', 'f')
-		case r == '\n':
-			b = append(b, '\\', 'n')
-		case r == '\r':
-			b = append(b, '\\', 'r')
-		case r == '\t':
-			b = append(b, '\\', 't')
-		case r < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
-		default:
-			b = utf8.AppendRune(b, r) // invalid bytes arrive as U+FFFD
-		}
-	}
-	return append(b, '"')
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The worked example of DESIGN.md §3 and the seed: a copy of the request is
+// The worked example of docs/design.md §3 and the seed: a copy of the request is
 // not a copy of the intent. Retrying op A counts nothing; op B with the same
 // content and a new key is counted and goes over the limit.
 func TestWorkedExample(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package config loads and validates the YAML file that
 // `portcullis serve --config FILE` reads: the tool definitions, the tool
-// contracts written next to them (DESIGN.md §5) and the gateway settings.
+// contracts written next to them (docs/design.md §5) and the gateway settings.
 //
 // A bad config is refused at start. Every error names the file, the line, the
 // key path and the reason, for example:

@@ -13,7 +13,7 @@ import (
 // RetryClass says what may be done when the caller loses the answer after dispatch.
 type RetryClass string
 
-// The retry classes of DESIGN.md §1.
+// The retry classes of docs/design.md §1.
 const (
 	ReadOnly       RetryClass = "read_only"       // recorded, never matched
 	IdempotencyKey RetryClass = "idempotency_key" // target honours Idempotency-Key: resend with the same key

@@ -15,7 +15,7 @@ import (
 // testKey is a fixed key so that expected digests are stable.
 var testKey = Key(bytes.Repeat([]byte{0x42}, KeySize))
 
-// deployRules are the rules of DESIGN.md §5's deploy_release, plus nested paths.
+// deployRules are the rules of docs/design.md §5's deploy_release, plus nested paths.
 var deployRules = contract.FingerprintRules{
 	Defaults: map[string]any{"region": "us-east-1", "spec.replicas": 1},
 	Ignore:   []string{"comment", "meta.trace"},

@@ -10,7 +10,7 @@ import (
 )
 
 // The package is domain code: it must not import NATS, Pebble or Connect,
-// nor a logger (STYLE.md, "imports point inward").
+// nor a logger (docs/design.md §6, "imports point inward").
 func TestDomainImports(t *testing.T) {
 	files, err := os.ReadDir(".")
 	if err != nil {

@@ -28,7 +28,7 @@ type Action struct {
 	IntentScope string
 }
 
-// Keys of the canonical action record (DESIGN.md §1).
+// Keys of the canonical action record (docs/design.md §1).
 const (
 	fieldActor         = "actor"
 	fieldTool          = "tool"

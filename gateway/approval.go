@@ -20,14 +20,15 @@ type ApprovalService struct {
 
 var _ portcullisv1connect.ApprovalServiceHandler = (*ApprovalService)(nil)
 
-// ListPending lists executions waiting for a person, oldest first.
+// ListPending lists executions waiting for a person: pages walk from the
+// newest back (next_page_token), each page oldest first.
 func (s *ApprovalService) ListPending(ctx context.Context, req *connect.Request[pb.ListPendingRequest]) (*connect.Response[pb.ListPendingResponse], error) {
-	xs, _, err := s.Ledger.List(ctx, ledger.ListQuery{PageSize: int(req.Msg.GetPageSize()), State: pb.State_STATE_AWAITING_APPROVAL})
+	xs, next, err := s.Ledger.List(ctx, ledger.ListQuery{PageSize: int(req.Msg.GetPageSize()), PageToken: req.Msg.GetPageToken(), State: pb.State_STATE_AWAITING_APPROVAL})
 	if err != nil {
 		return nil, connectError(err)
 	}
 	slices.Reverse(xs)
-	return connect.NewResponse(&pb.ListPendingResponse{Executions: xs}), nil
+	return connect.NewResponse(&pb.ListPendingResponse{Executions: xs, NextPageToken: next}), nil
 }
 
 // Approve authorizes a pending execution.

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Dispatch deadlines (DESIGN.md §2: a dispatch has a deadline).
+// Dispatch deadlines (docs/design.md §2: a dispatch has a deadline).
 const (
 	// DispatchGrace is added to the tool's timeout to make a dispatch's
 	// deadline: time for the executor that timed out to find out what

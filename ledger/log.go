@@ -39,7 +39,7 @@ type IntentHead struct {
 	Latest Head
 }
 
-// Log is the append-only source of truth (DESIGN.md §4: JetStream streams).
+// Log is the append-only source of truth (docs/design.md §4: JetStream streams).
 type Log interface {
 	// Append appends one decision: every message lands or none does. It
 	// returns each message's stream sequence. A failed condition is an

@@ -40,7 +40,7 @@ type Match struct {
 	Reason   string
 }
 
-// MatchPrior applies the matching rule of DESIGN.md §2. read_only tools are
+// MatchPrior applies the matching rule of docs/design.md §2. read_only tools are
 // never matched.
 //
 // With an operation key, the key decides: a prior execution accepted

@@ -5,7 +5,7 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 )
 
-// RecoveryFor is the recovery table of DESIGN.md §2: what the caller of an
+// RecoveryFor is the recovery table of docs/design.md §2: what the caller of an
 // attached Begin must do, given the prior execution's state and the tool's
 // retry class, and a sentence saying why nothing was resent. DELIVERED and
 // NOT_EXECUTED are reached only through an operation key. A DISPATCHED

@@ -7,7 +7,7 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 )
 
-// recoveryTable is DESIGN.md §2's recovery table written out by hand, one
+// recoveryTable is docs/design.md §2's recovery table written out by hand, one
 // row per prior state; byClass overrides any for the classes it names.
 var recoveryTable = map[pb.State]struct {
 	any     pb.Recovery

@@ -40,6 +40,10 @@ type Config struct {
 	Budget Budget
 	// SignKey signs every event this gateway writes (nil: unsigned).
 	SignKey ed25519.PrivateKey
+	// OnBegin, when set, hears every Begin's answer (metrics): the
+	// decision, whether an error is a refusal by the rules, and the error.
+	// It must not block.
+	OnBegin func(decision pb.Decision, refused bool, err error)
 }
 
 // Service decides: it reads what it knows (its own recent writes, else the
@@ -58,6 +62,7 @@ type Service struct {
 	known     *knownCache
 	budget    Budget
 	signKey   ed25519.PrivateKey
+	onBegin   func(pb.Decision, bool, error)
 }
 
 // NewService returns a Service over cfg.
@@ -68,7 +73,7 @@ func NewService(cfg Config) *Service {
 	}
 	return &Service{
 		log: cfg.Log, views: cfg.Views, key: cfg.Key, contracts: cfg.Contracts,
-		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize), budget: cfg.Budget, signKey: cfg.SignKey,
+		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize), budget: cfg.Budget, signKey: cfg.SignKey, onBegin: cfg.OnBegin,
 	}
 }
 
@@ -92,6 +97,21 @@ type BeginResult struct {
 // intent's subject filter owns the decision to create; the execution's
 // subject owns the decision to attach (its state picks the recovery).
 func (s *Service) Begin(ctx context.Context, in BeginInput) (BeginResult, error) {
+	res, err := s.begin(ctx, in)
+	if s.onBegin != nil {
+		s.onBegin(res.Decision, Refused(err), err)
+	}
+	return res, err
+}
+
+// Refused reports whether err is the rules saying no (bad input, no
+// contract, a reused operation key, a denied budget) rather than a
+// failure to decide.
+func Refused(err error) bool {
+	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrNoContract) || errors.Is(err, ErrKeyReuse) || errors.Is(err, ErrBudgetDenied)
+}
+
+func (s *Service) begin(ctx context.Context, in BeginInput) (BeginResult, error) {
 	if err := validateBegin(in); err != nil {
 		return BeginResult{}, err
 	}

@@ -18,7 +18,7 @@ type rule struct {
 }
 
 // attachable are the states in which a prior execution found by its
-// fingerprint absorbs a retry (DESIGN.md §2, matching). After DELIVERED or
+// fingerprint absorbs a retry (docs/design.md §2, matching). After DELIVERED or
 // NOT_EXECUTED the same action without an operation key is a new execution.
 var attachable = []pb.State{
 	pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_AUTHORIZED,
@@ -31,7 +31,7 @@ var attachable = []pb.State{
 // as long as the contract's key retention keeps it.
 var keyAttachable = append(append([]pb.State(nil), attachable...), pb.State_STATE_DELIVERED, pb.State_STATE_NOT_EXECUTED)
 
-// transitions is the lifecycle of DESIGN.md §2 as a table. Dispatch from
+// transitions is the lifecycle of docs/design.md §2 as a table. Dispatch from
 // ACCEPTED is allowed because ACCEPTED (as opposed to AWAITING_APPROVAL)
 // means the session authorization covers the tool; dispatch from
 // NOT_EXECUTED resumes an execution whose absence at the target was proven

@@ -11,7 +11,7 @@ import (
 )
 
 // Short names for the lifecycle states, so the tables below read like
-// DESIGN.md §2.
+// docs/design.md §2.
 const (
 	sAccepted  = pb.State_STATE_ACCEPTED
 	sAwaiting  = pb.State_STATE_AWAITING_APPROVAL
@@ -43,7 +43,7 @@ type legalRule struct {
 	class contract.RetryClass // anyClass, or the only class the edge is legal for
 }
 
-// legalTransitions is DESIGN.md §2's lifecycle written out by hand: every
+// legalTransitions is docs/design.md §2's lifecycle written out by hand: every
 // (state, event) pair not listed here is illegal for every retry class.
 // ATTACHED (to == from) keeps the state and appears once per attachable state.
 var legalTransitions = map[edge]legalRule{
@@ -177,7 +177,7 @@ func TestTransitionTable(t *testing.T) {
 	}
 }
 
-// The notable rules of DESIGN.md §2, spelled out so a failure reads as the
+// The notable rules of docs/design.md §2, spelled out so a failure reads as the
 // rule that broke.
 func TestTransitionNotableRules(t *testing.T) {
 	for _, class := range contract.RetryClasses {

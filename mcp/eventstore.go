@@ -39,7 +39,8 @@ func OpenEventStore(ctx context.Context, js jetstream.JetStream, replicas int) (
 	}
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: StreamsStream, Subjects: []string{streamsSubjects}, Storage: jetstream.FileStorage,
-		Replicas: replicas, MaxAge: streamsMaxAge, AllowDirect: true,
+		Description: "Portcullis: MCP response streams of stateful sessions, for resumption with Last-Event-ID (JSON-RPC messages, kept for a bounded age)",
+		Replicas:    replicas, MaxAge: streamsMaxAge, AllowDirect: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure %s: %w", StreamsStream, err)

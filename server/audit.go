@@ -26,6 +26,12 @@ var AuditedStreams = []string{ledger.ExecutionsStream, keeper.Stream, mcp.Sessio
 // ReadLedger reads the recorded gateway keys (handed to keys first) and
 // then every event of the record, stream by stream in sequence order.
 func ReadLedger(ctx context.Context, o Options, gotKeys func(map[string]ed25519.PublicKey) error, deliver func(r audit.Record, at time.Time) error) error {
+	return ReadLedgerCounted(ctx, o, gotKeys, nil, deliver)
+}
+
+// ReadLedgerCounted is ReadLedger that first hands total the number of
+// events the record holds (for a progress bar with a known total).
+func ReadLedgerCounted(ctx context.Context, o Options, gotKeys func(map[string]ed25519.PublicKey) error, total func(events uint64), deliver func(r audit.Record, at time.Time) error) error {
 	n, _, err := openForTool(o)
 	if err != nil {
 		return err
@@ -51,6 +57,15 @@ func ReadLedger(ctx context.Context, o Options, gotKeys func(map[string]ed25519.
 	}
 	if err := gotKeys(keys); err != nil {
 		return err
+	}
+	if total != nil {
+		var events uint64
+		for _, name := range AuditedStreams {
+			if s, err := n.js.Stream(ctx, name); err == nil {
+				events += s.CachedInfo().State.Msgs
+			}
+		}
+		total(events)
 	}
 	for _, name := range AuditedStreams {
 		s, err := n.js.Stream(ctx, name)

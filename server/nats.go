@@ -136,7 +136,8 @@ const (
 func ensureMeta(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: metaStream, Subjects: []string{"pc.meta.>"}, Storage: jetstream.FileStorage,
-		DenyDelete: true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
+		Description: "Portcullis: ledger metadata, one value per subject (fingerprint key check, shared key, gateway signing keys)",
+		DenyDelete:  true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
 		Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
 	})
 	if err != nil {
@@ -284,8 +285,18 @@ func openForTool(o Options) (*natsConn, *slog.Logger, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	if err := o.checkSource(); err != nil {
+		return nil, nil, err
+	}
 	n, err := openNATS(o, lg)
-	return n, lg, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkStreams(context.Background(), n.js, o); err != nil {
+		n.close()
+		return nil, nil, err
+	}
+	return n, lg, nil
 }
 
 // sessionOwners keeps MCP session owners in the ledger's meta stream

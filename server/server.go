@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"connectrpc.com/otelconnect"
 	"github.com/oklog/ulid/v2"
 	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/auth"
@@ -35,7 +36,9 @@ import (
 	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+	"github.com/portcullis-dev/portcullis/telemetry"
 	"github.com/portcullis-dev/portcullis/toolcall"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Limits of the API listener.
@@ -77,6 +80,12 @@ type Options struct {
 	// CheckpointEvery is how often the gateway seals signed checkpoints
 	// over the streams (0: DefaultCheckpointEvery); it also seals on shutdown.
 	CheckpointEvery time.Duration
+	// OTLPEndpoint exports traces over OTLP/HTTP (a URL); empty: the
+	// OTEL_EXPORTER_OTLP_* environment, else tracing is off.
+	OTLPEndpoint string
+	// StuckAfter is how long a projector may stay behind without catching
+	// up before readiness fails (0: telemetry.DefaultStuckAfter).
+	StuckAfter time.Duration
 	// TLSCert and TLSKey serve the API over TLS; ClientCA (PEM) verifies
 	// client certificates, which callers.X.cert_sha256 maps to callers.
 	TLSCert, TLSKey, ClientCA string
@@ -98,22 +107,29 @@ type Gateway struct {
 	Projector     *projector.Projector
 	Budget        *projector.Projector
 	Views         *pebbleviews.Views
+	// Metrics is this gateway's registry, served on /metrics; its methods
+	// are the hooks other parts feed (Quarantined, SetOverdueDispatches).
+	Metrics *telemetry.Metrics
+	// Readiness serves /readyz and grpc.health.v1.
+	Readiness *telemetry.Readiness
 	// Auth authenticates API callers (the config's callers:); other routes
 	// of the listener use it through auth.Middleware.
 	Auth *auth.Authenticator
 
-	log     *slog.Logger
-	http    *http.Server
-	nats    *natsConn
-	jsLog   *ljs.Log
-	budLog  *ljs.Log
-	audLog  *ljs.Log
-	sesLog  *ljs.Log
-	sealer  *sealer
-	mcp     *mcp.Gateway
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closeMu sync.Once
+	log       *slog.Logger
+	tracer    trace.TracerProvider
+	traceDown func(context.Context) error
+	http      *http.Server
+	nats      *natsConn
+	jsLog     *ljs.Log
+	budLog    *ljs.Log
+	audLog    *ljs.Log
+	sesLog    *ljs.Log
+	sealer    *sealer
+	mcp       *mcp.Gateway
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeMu   sync.Once
 }
 
 // Start opens everything and serves until Close.
@@ -122,11 +138,9 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if lg == nil {
 		lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	if o.DataDir == "" {
-		return nil, errors.New("--data-dir is required")
-	}
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	// Everything that can be checked is checked before anything is written.
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	cfg := &config.Config{Tools: map[string]config.Tool{}}
 	if o.ConfigPath != "" {
@@ -134,6 +148,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		if cfg, err = config.Load(o.ConfigPath); err != nil {
 			return nil, err
 		}
+	} else {
+		lg.Warn("no --config: this gateway knows zero tools, so every tools/call and Begin is refused")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	id, err := gatewayID(o, cfg)
 	if err != nil {
@@ -147,7 +166,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{ID: id, log: lg.With("gateway", id), Auth: authn}
+	g := &Gateway{ID: id, log: lg.With("gateway", id), Auth: authn, Metrics: telemetry.NewMetrics()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -158,6 +177,9 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.NatsURL = g.nats.url
+	if g.tracer, g.traceDown, err = telemetry.Tracing(ctx, o.OTLPEndpoint, id, telemetry.Version()); err != nil {
+		return nil, err
+	}
 	key, err := resolveKey(ctx, g.nats.js, o, g.log)
 	if err != nil {
 		return nil, err
@@ -173,15 +195,15 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			replicas = 3
 		}
 	}
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream)})
 	if err != nil {
 		return nil, err
 	}
-	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(keeper.Stream)})
 	if err != nil {
 		return nil, err
 	}
-	g.audLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: AuditStream, Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}, ljs.Options{Logger: g.log})
+	g.audLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: AuditStream, Description: streamDescriptions[AuditStream], Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(AuditStream)})
 	if err != nil {
 		return nil, err
 	}
@@ -190,11 +212,12 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
 	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
-	g.Keeper = keeper.New(g.budLog, g.Views, id, o.Now)
+	g.Keeper = keeper.New(g.Metrics.Log(keeper.Stream, g.budLog), g.Views, id, o.Now)
 	g.Keeper.SignKey = signKey
 	g.ExecutionsLog, g.Contracts, g.Key = g.jsLog, cfg.Contracts(), key
-	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
-		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey})
+	g.Ledger = ledger.NewService(ledger.Config{Log: g.Metrics.Log(ledger.ExecutionsStream, g.jsLog), Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
+		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey, OnBegin: g.Metrics.OnBegin})
+	g.watch(o)
 
 	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
 		m, err := g.Views.Mark(stream)
@@ -212,7 +235,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(mcp.SessionsStream)})
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +259,9 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.http = newHTTPServer(g, mg, binder, auth.NewInterceptor(authn, auth.Policy{ExecutionActor: g.executionActor}, g.log))
+	if g.http, err = newHTTPServer(g, mg, binder, auth.NewInterceptor(authn, auth.Policy{ExecutionActor: g.executionActor}, g.log)); err != nil {
+		return nil, err
+	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -249,12 +274,19 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder, authz connect.Interceptor) *http.Server {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder, authz connect.Interceptor) (*http.Server, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mg.Handler())
-	// Every Connect service goes through the caller check; health and
-	// reflection stay open.
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithInterceptors(authz)}
+	mux.Handle("/mcp", g.Metrics.MCP(mg.Handler(), g.tracer))
+	mux.Handle("/metrics", g.Metrics.Handler())
+	mux.Handle("/healthz", telemetry.Live())
+	mux.Handle("/readyz", g.Readiness.Ready())
+	traces, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(g.tracer), otelconnect.WithoutMetrics())
+	if err != nil {
+		return nil, fmt.Errorf("otelconnect: %w", err)
+	}
+	// Every Connect service goes through the caller check (after the trace
+	// span opens); health, reflection, /metrics and the probes stay open.
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithInterceptors(traces, authz)}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
@@ -264,7 +296,8 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder, authz c
 		}}, opts...))
 	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName,
 		portcullisv1connect.ApprovalServiceName, portcullisv1connect.AuditServiceName}
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	g.Readiness.Services = services
+	mux.Handle(grpchealth.NewHandler(g.Readiness))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
@@ -273,7 +306,7 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder, authz c
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout, ConnContext: auth.ConnContext,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}, nil
 }
 
 // executionActor is the actor of a recorded execution, for the policy that
@@ -353,6 +386,9 @@ func (g *Gateway) runSweep(ctx context.Context) {
 			if err != nil && ctx.Err() == nil {
 				g.log.Warn("deadline sweep", "err", err)
 			}
+			if g.Metrics != nil {
+				g.Metrics.SetOverdueDispatches(n)
+			}
 			if n > 0 {
 				g.log.Info("deadline sweep: recorded outcome unknown", "executions", n)
 			}
@@ -404,6 +440,11 @@ func (g *Gateway) Close(ctx context.Context) {
 		}
 		if g.nats != nil {
 			g.nats.close()
+		}
+		if g.traceDown != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = g.traceDown(sctx)
+			cancel()
 		}
 	})
 }

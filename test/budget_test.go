@@ -77,7 +77,7 @@ func reserve(account, op, digest string, amount int64) *connect.Request[pb.Reser
 	return connect.NewRequest(&pb.ReserveRequest{Account: account, OperationKey: op, RequestDigest: digest, Amount: amount})
 }
 
-// The worked example of DESIGN.md §3, through the Connect API.
+// The worked example of docs/design.md §3, through the Connect API.
 func TestBudgetWorkedExample(t *testing.T) {
 	ctx := context.Background()
 	g := startGateway(t, "", nil)

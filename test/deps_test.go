@@ -7,10 +7,12 @@ import (
 )
 
 // Domain packages hold the rules and do no I/O: they must not import
-// NATS, Pebble or Connect (STYLE.md). Adapters implement their ports.
+// NATS, Pebble, Connect, Prometheus or OpenTelemetry (docs/design.md §6).
+// Adapters implement their ports; telemetry hangs on their hooks.
 func TestDomainImportsNoAdapters(t *testing.T) {
 	domain := []string{"contract", "fingerprint", "ledger", "projector", "budget", "budget/keeper", "executor", "config", "toolcall"}
-	forbidden := []string{"github.com/nats-io/", "github.com/cockroachdb/pebble", "connectrpc.com/"}
+	forbidden := []string{"github.com/nats-io/", "github.com/cockroachdb/pebble", "connectrpc.com/",
+		"github.com/prometheus/", "go.opentelemetry.io/", "github.com/portcullis-dev/portcullis/telemetry"}
 	for _, pkg := range domain {
 		out, err := exec.Command("go", "list", "-deps", "github.com/portcullis-dev/portcullis/"+pkg).CombinedOutput()
 		if err != nil {

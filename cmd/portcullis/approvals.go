@@ -13,14 +13,14 @@ import (
 func approvalsCmd() *cobra.Command {
 	var addr string
 	cmd := &cobra.Command{Use: "approvals", Short: "Decide executions of per_use tools (through a running gateway's API)"}
-	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	addrFlag(cmd.PersistentFlags(), &addr)
 	httpClient := apiFlags(cmd, true)
 	client := func() (portcullisv1connect.ApprovalServiceClient, error) {
 		hc, err := httpClient()
 		if err != nil {
 			return nil, err
 		}
-		return portcullisv1connect.NewApprovalServiceClient(hc, addr), nil
+		return portcullisv1connect.NewApprovalServiceClient(hc, apiBase(addr)), nil
 	}
 
 	list := &cobra.Command{
@@ -30,18 +30,25 @@ func approvalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := c.ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{}))
-			if err != nil {
-				return err
-			}
 			w := cmd.OutOrStdout()
-			if len(res.Msg.GetExecutions()) == 0 {
-				fmt.Fprintln(w, "nothing waits for approval")
+			token, n := "", 0
+			for {
+				res, err := c.ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{PageSize: listPageMax, PageToken: token}))
+				if err != nil {
+					return err
+				}
+				for _, x := range res.Msg.GetExecutions() {
+					n++
+					fmt.Fprintf(w, "%s  %s  actor %s  accepted %s  retries attached %d\n  %s\n",
+						x.GetExecutionId(), x.GetTool(), x.GetActor(), x.GetAcceptedAt().AsTime().Format("2006-01-02 15:04:05Z07:00"),
+						x.GetAttachCount(), x.GetCanonicalRecord())
+				}
+				if token = res.Msg.GetNextPageToken(); token == "" {
+					break
+				}
 			}
-			for _, x := range res.Msg.GetExecutions() {
-				fmt.Fprintf(w, "%s  %s  actor %s  accepted %s  retries attached %d\n  %s\n",
-					x.GetExecutionId(), x.GetTool(), x.GetActor(), x.GetAcceptedAt().AsTime().Format("2006-01-02 15:04:05Z07:00"),
-					x.GetAttachCount(), x.GetCanonicalRecord())
+			if n == 0 {
+				fmt.Fprintln(w, "nothing waits for approval")
 			}
 			return nil
 		},

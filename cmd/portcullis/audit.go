@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/audit"
@@ -46,14 +45,16 @@ func exportCmd() *cobra.Command {
 			defer stop()
 			var w *audit.Writer
 			n := 0
-			err := server.ReadLedger(ctx, o, func(keys map[string]ed25519.PublicKey) error {
+			bar := &progress{}
+			err := server.ReadLedgerCounted(ctx, o, func(keys map[string]ed25519.PublicKey) error {
 				var err error
 				w, err = audit.NewWriter(out, keys)
 				if partial && err == nil {
 					w.SetFilter(fmt.Sprintf("subject %q since %q until %q", subject, sinceS, untilS))
 				}
 				return err
-			}, func(r audit.Record, at time.Time) error {
+			}, func(total uint64) { bar = newProgress("exporting", "events", int64(total)) }, func(r audit.Record, at time.Time) error {
+				bar.Add(1)
 				if (subject != "" && !audit.SubjectMatches(subject, r.Subject)) ||
 					(!since.IsZero() && at.Before(since)) || (!until.IsZero() && !at.Before(until)) {
 					return nil
@@ -61,6 +62,7 @@ func exportCmd() *cobra.Command {
 				n++
 				return w.Add(r, at)
 			})
+			bar.Finish()
 			if err != nil {
 				return err
 			}
@@ -103,19 +105,16 @@ a summary and every failure with stream, sequence, subject and reason; exits 1 o
 				ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 				defer stop()
 				var v *audit.Verifier
-				bar := progressbar.NewOptions64(-1, progressbar.OptionSetDescription("verifying"), progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
-					progressbar.OptionThrottle(200*time.Millisecond))
-				err := server.ReadLedger(ctx, o, func(keys map[string]ed25519.PublicKey) error {
+				bar := &progress{}
+				err := server.ReadLedgerCounted(ctx, o, func(keys map[string]ed25519.PublicKey) error {
 					v = audit.NewVerifier(keys)
 					return nil
-				}, func(r audit.Record, _ time.Time) error {
+				}, func(total uint64) { bar = newProgress("verifying", "events", int64(total)) }, func(r audit.Record, _ time.Time) error {
 					v.Add(r)
-					_ = bar.Add(1)
+					bar.Add(1)
 					return nil
 				})
-				_ = bar.Finish()
-				fmt.Fprintln(os.Stderr)
+				bar.Finish()
 				if err != nil {
 					return err
 				}
@@ -213,19 +212,17 @@ func replayCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			start := time.Now()
-			bars := map[string]*progressbar.ProgressBar{}
+			bars := map[string]*progress{}
 			n, err := server.Replay(ctx, o, from, out, func(stream string, applied, total uint64) {
 				bar, ok := bars[stream]
 				if !ok {
-					bar = progressbar.NewOptions64(int64(total), progressbar.OptionSetDescription(stream),
-						progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
-						progressbar.OptionSetItsString("events"), progressbar.OptionThrottle(100*time.Millisecond))
+					bar = newProgress(stream, "events", int64(total))
 					bars[stream] = bar
 				}
-				_ = bar.Set64(int64(applied))
+				bar.Set(int64(applied))
 			})
 			for _, bar := range bars {
-				_ = bar.Finish()
+				bar.Finish()
 			}
 			if err != nil {
 				return err

@@ -41,7 +41,7 @@ func budgetShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c := portcullisv1connect.NewBudgetServiceClient(hc, addr)
+			c := portcullisv1connect.NewBudgetServiceClient(hc, apiBase(addr))
 			ctx := cmd.Context()
 			acc, err := c.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: args[0]}))
 			if err != nil {
@@ -63,7 +63,7 @@ func budgetShowCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	addrFlag(cmd.Flags(), &addr)
 	httpClient = apiFlags(cmd, false)
 	return cmd
 }

@@ -4,15 +4,14 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/server"
+	"github.com/portcullis-dev/portcullis/telemetry"
 )
 
 func main() {
@@ -29,7 +28,8 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), rebuildCmd(), budgetCmd(), approvalsCmd(), exportCmd(), auditCmd(), investigateCmd(), replayCmd())
+	cmd.AddCommand(serveCmd(), rebuildCmd(), budgetCmd(), approvalsCmd(), exportCmd(), auditCmd(), investigateCmd(), replayCmd(),
+		executionsCmd(), eventsCmd(), configCmd(), versionCmd())
 	return cmd
 }
 
@@ -48,6 +48,7 @@ func ledgerFlags(cmd *cobra.Command, o *server.Options) {
 
 func serveCmd() *cobra.Command {
 	var o server.Options
+	var logFormat, logLevel string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a gateway: Connect API on --listen, ledger on embedded JetStream or --nats-url",
@@ -55,7 +56,11 @@ func serveCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			lg, err := telemetry.Logger(os.Stderr, logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			o.Logger = lg
 			return server.Run(ctx, o)
 		},
 	}
@@ -64,6 +69,10 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.ConfigPath, "config", "", "YAML config with tool contracts")
 	cmd.Flags().DurationVar(&o.CheckpointEvery, "checkpoint-every", server.DefaultCheckpointEvery, "how often to seal signed checkpoints over the streams (also on shutdown)")
 	cmd.Flags().StringVar(&o.GatewayID, "gateway-id", "", "id of this gateway in the ledger (default: config gateway.id, else one kept in the data dir)")
+	cmd.Flags().StringVar(&logFormat, "log-format", telemetry.LogText, "log format: text or json")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.Flags().StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this URL (e.g. http://127.0.0.1:4318); default $OTEL_EXPORTER_OTLP_ENDPOINT, else tracing is off")
+	cmd.Flags().DurationVar(&o.StuckAfter, "projector-stuck-after", telemetry.DefaultStuckAfter, "report not ready when a projector stays behind this long without catching up")
 	cmd.Flags().StringVar(&o.TLSCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	cmd.Flags().StringVar(&o.TLSKey, "tls-key", "", "private key of --tls-cert (PEM)")
 	cmd.Flags().StringVar(&o.ClientCA, "client-ca", "", "verify client certificates signed by this CA (PEM); callers.NAME.cert_sha256 maps one to a caller")
@@ -79,18 +88,15 @@ func rebuildCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
-			var bar *progressbar.ProgressBar
+			var bar *progress
 			err := server.Rebuild(ctx, o, func(applied, total uint64) {
 				if bar == nil {
-					bar = progressbar.NewOptions64(int64(total), progressbar.OptionSetDescription("rebuilding views"),
-						progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
-						progressbar.OptionSetItsString("events"), progressbar.OptionThrottle(100_000_000))
+					bar = newProgress("rebuilding views", "events", int64(total))
 				}
-				_ = bar.Set64(int64(applied))
+				bar.Set(int64(applied))
 			})
 			if bar != nil {
-				_ = bar.Finish()
-				fmt.Fprintln(os.Stderr)
+				bar.Finish()
 			}
 			if err != nil {
 				return err

@@ -96,6 +96,7 @@ type committer struct {
 	maxBatch    int
 	known       knownSeqs
 	log         *slog.Logger
+	onCommit    func(messages int, took time.Duration)
 
 	busyMu sync.Mutex
 	busy   map[string]struct{} // subjects in a batch in flight
@@ -120,7 +121,7 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, onCommit: opt.OnCommit,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
 	}
 	c.wg.Add(1)
@@ -303,7 +304,11 @@ func (c *committer) commit(batch []*decision, attempt int) {
 	for _, d := range batch {
 		msgs = append(msgs, d.msgs...)
 	}
+	start := time.Now()
 	last, err := c.publish(msgs)
+	if c.onCommit != nil {
+		c.onCommit(len(msgs), time.Since(start))
+	}
 	var je *apiError
 	switch {
 	case err == nil:

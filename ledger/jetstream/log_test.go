@@ -207,7 +207,7 @@ func TestConcurrentAppends(t *testing.T) {
 }
 
 // A condition on a subject filter covers every subject under it: the
-// intent of DESIGN.md owns the decision to create any of its executions.
+// intent of docs/design.md owns the decision to create any of its executions.
 func TestConditionOnSubjectFilter(t *testing.T) {
 	ctx := context.Background()
 	l := openTestLog(t, Options{})

@@ -16,6 +16,8 @@ type StreamSpec struct {
 	Name     string
 	Subjects []string
 	Replicas int // 1 on the embedded server, 3 on a shared cluster
+	// Description is what `nats stream info` shows an operator.
+	Description string
 }
 
 // EnsureStream creates or updates the stream: file storage, delete and
@@ -27,6 +29,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) 
 	}
 	cfg := jetstream.StreamConfig{
 		Name:               spec.Name,
+		Description:        spec.Description,
 		Subjects:           spec.Subjects,
 		Storage:            jetstream.FileStorage,
 		Retention:          jetstream.LimitsPolicy,

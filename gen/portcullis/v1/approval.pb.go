@@ -24,7 +24,10 @@ const (
 type ListPendingRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 1000; 0 means 100.
-	PageSize      int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token: the next page of older
+	// pending executions.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -66,9 +69,20 @@ func (x *ListPendingRequest) GetPageSize() int32 {
 	return 0
 }
 
+func (x *ListPendingRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListPendingResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Executions    []*Execution           `protobuf:"bytes,1,rep,name=executions,proto3" json:"executions,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The newest page_size pending executions (older than page_token), oldest
+	// first within the page.
+	Executions []*Execution `protobuf:"bytes,1,rep,name=executions,proto3" json:"executions,omitempty"`
+	// Set when older pending executions remain.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -108,6 +122,13 @@ func (x *ListPendingResponse) GetExecutions() []*Execution {
 		return x.Executions
 	}
 	return nil
+}
+
+func (x *ListPendingResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type ApproveRequest struct {
@@ -315,13 +336,16 @@ var File_portcullis_v1_approval_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_approval_proto_rawDesc = "" +
 	"\n" +
-	"\x1cportcullis/v1/approval.proto\x12\rportcullis.v1\x1a\x1dportcullis/v1/execution.proto\"1\n" +
+	"\x1cportcullis/v1/approval.proto\x12\rportcullis.v1\x1a\x1dportcullis/v1/execution.proto\"P\n" +
 	"\x12ListPendingRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\"O\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"w\n" +
 	"\x13ListPendingResponse\x128\n" +
 	"\n" +
 	"executions\x18\x01 \x03(\v2\x18.portcullis.v1.ExecutionR\n" +
-	"executions\"C\n" +
+	"executions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"C\n" +
 	"\x0eApproveRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\"I\n" +
@@ -332,9 +356,9 @@ const file_portcullis_v1_approval_proto_rawDesc = "" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"U\n" +
 	"\x1bApprovalServiceDenyResponse\x126\n" +
-	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution2\x90\x02\n" +
-	"\x0fApprovalService\x12T\n" +
-	"\vListPending\x12!.portcullis.v1.ListPendingRequest\x1a\".portcullis.v1.ListPendingResponse\x12H\n" +
+	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution2\x95\x02\n" +
+	"\x0fApprovalService\x12Y\n" +
+	"\vListPending\x12!.portcullis.v1.ListPendingRequest\x1a\".portcullis.v1.ListPendingResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\aApprove\x12\x1d.portcullis.v1.ApproveRequest\x1a\x1e.portcullis.v1.ApproveResponse\x12]\n" +
 	"\x04Deny\x12).portcullis.v1.ApprovalServiceDenyRequest\x1a*.portcullis.v1.ApprovalServiceDenyResponseBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 

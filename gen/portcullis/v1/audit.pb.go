@@ -335,9 +335,9 @@ const file_portcullis_v1_audit_proto_rawDesc = "" +
 	"session_id\x18\x06 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
 	"jsonrpc_id\x18\a \x01(\tR\tjsonrpcId\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail2d\n" +
-	"\fAuditService\x12T\n" +
-	"\vInvestigate\x12!.portcullis.v1.InvestigateRequest\x1a\".portcullis.v1.InvestigateResponseBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"\x06detail\x18\b \x01(\tR\x06detail2i\n" +
+	"\fAuditService\x12Y\n" +
+	"\vInvestigate\x12!.portcullis.v1.InvestigateRequest\x1a\".portcullis.v1.InvestigateResponse\"\x03\x90\x02\x01BEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_audit_proto_rawDescOnce sync.Once

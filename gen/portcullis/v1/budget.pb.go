@@ -1526,16 +1526,16 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"|\n" +
 	"\x15ListDecisionsResponse\x12;\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1d.portcullis.v1.BudgetDecisionR\tdecisions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xb6\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xc5\x04\n" +
 	"\rBudgetService\x12K\n" +
 	"\bSetLimit\x12\x1e.portcullis.v1.SetLimitRequest\x1a\x1f.portcullis.v1.SetLimitResponse\x12H\n" +
 	"\aReserve\x12\x1d.portcullis.v1.ReserveRequest\x1a\x1e.portcullis.v1.ReserveResponse\x12E\n" +
 	"\x06Settle\x12\x1c.portcullis.v1.SettleRequest\x1a\x1d.portcullis.v1.SettleResponse\x12H\n" +
-	"\aRelease\x12\x1d.portcullis.v1.ReleaseRequest\x1a\x1e.portcullis.v1.ReleaseResponse\x12Q\n" +
+	"\aRelease\x12\x1d.portcullis.v1.ReleaseRequest\x1a\x1e.portcullis.v1.ReleaseResponse\x12V\n" +
 	"\n" +
-	"GetAccount\x12 .portcullis.v1.GetAccountRequest\x1a!.portcullis.v1.GetAccountResponse\x12N\n" +
-	"\tListHolds\x12\x1f.portcullis.v1.ListHoldsRequest\x1a .portcullis.v1.ListHoldsResponse\x12Z\n" +
-	"\rListDecisions\x12#.portcullis.v1.ListDecisionsRequest\x1a$.portcullis.v1.ListDecisionsResponseBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"GetAccount\x12 .portcullis.v1.GetAccountRequest\x1a!.portcullis.v1.GetAccountResponse\"\x03\x90\x02\x01\x12S\n" +
+	"\tListHolds\x12\x1f.portcullis.v1.ListHoldsRequest\x1a .portcullis.v1.ListHoldsResponse\"\x03\x90\x02\x01\x12_\n" +
+	"\rListDecisions\x12#.portcullis.v1.ListDecisionsRequest\x1a$.portcullis.v1.ListDecisionsResponse\"\x03\x90\x02\x01BEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_budget_proto_rawDescOnce sync.Once

@@ -147,7 +147,7 @@ func (Decision) EnumDescriptor() ([]byte, []int) {
 	return file_portcullis_v1_execution_proto_rawDescGZIP(), []int{1}
 }
 
-// Recovery is what the caller of an attached Begin must do (DESIGN.md §2).
+// Recovery is what the caller of an attached Begin must do (docs/design.md §2).
 type Recovery int32
 
 const (
@@ -2214,7 +2214,7 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RESOLUTION_COMPLETED\x10\x01\x12\x1b\n" +
-	"\x17RESOLUTION_NOT_EXECUTED\x10\x022\xc4\a\n" +
+	"\x17RESOLUTION_NOT_EXECUTED\x10\x022\xce\a\n" +
 	"\x10ExecutionService\x12B\n" +
 	"\x05Begin\x12\x1b.portcullis.v1.BeginRequest\x1a\x1c.portcullis.v1.BeginResponse\x12N\n" +
 	"\tAuthorize\x12\x1f.portcullis.v1.AuthorizeRequest\x1a .portcullis.v1.AuthorizeResponse\x12?\n" +
@@ -2224,9 +2224,9 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\fRecordResult\x12\".portcullis.v1.RecordResultRequest\x1a#.portcullis.v1.RecordResultResponse\x12o\n" +
 	"\x14RecordOutcomeUnknown\x12*.portcullis.v1.RecordOutcomeUnknownRequest\x1a+.portcullis.v1.RecordOutcomeUnknownResponse\x12Z\n" +
 	"\rMarkDelivered\x12#.portcullis.v1.MarkDeliveredRequest\x1a$.portcullis.v1.MarkDeliveredResponse\x12H\n" +
-	"\aResolve\x12\x1d.portcullis.v1.ResolveRequest\x1a\x1e.portcullis.v1.ResolveResponse\x12W\n" +
-	"\fGetExecution\x12\".portcullis.v1.GetExecutionRequest\x1a#.portcullis.v1.GetExecutionResponse\x12]\n" +
-	"\x0eListExecutions\x12$.portcullis.v1.ListExecutionsRequest\x1a%.portcullis.v1.ListExecutionsResponseBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"\aResolve\x12\x1d.portcullis.v1.ResolveRequest\x1a\x1e.portcullis.v1.ResolveResponse\x12\\\n" +
+	"\fGetExecution\x12\".portcullis.v1.GetExecutionRequest\x1a#.portcullis.v1.GetExecutionResponse\"\x03\x90\x02\x01\x12b\n" +
+	"\x0eListExecutions\x12$.portcullis.v1.ListExecutionsRequest\x1a%.portcullis.v1.ListExecutionsResponse\"\x03\x90\x02\x01BEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_execution_proto_rawDescOnce sync.Once

@@ -69,6 +69,7 @@ func NewApprovalServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			httpClient,
 			baseURL+ApprovalServiceListPendingProcedure,
 			connect.WithSchema(approvalServiceMethods.ByName("ListPending")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		approve: connect.NewClient[v1.ApproveRequest, v1.ApproveResponse](
@@ -131,6 +132,7 @@ func NewApprovalServiceHandler(svc ApprovalServiceHandler, opts ...connect.Handl
 		ApprovalServiceListPendingProcedure,
 		svc.ListPending,
 		connect.WithSchema(approvalServiceMethods.ByName("ListPending")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	approvalServiceApproveHandler := connect.NewUnaryHandler(

@@ -60,6 +60,7 @@ func NewAuditServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+AuditServiceInvestigateProcedure,
 			connect.WithSchema(auditServiceMethods.ByName("Investigate")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 	}
@@ -93,6 +94,7 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 		AuditServiceInvestigateProcedure,
 		svc.Investigate,
 		connect.WithSchema(auditServiceMethods.ByName("Investigate")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	return "/portcullis.v1.AuditService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -108,18 +108,21 @@ func NewBudgetServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			httpClient,
 			baseURL+BudgetServiceGetAccountProcedure,
 			connect.WithSchema(budgetServiceMethods.ByName("GetAccount")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listHolds: connect.NewClient[v1.ListHoldsRequest, v1.ListHoldsResponse](
 			httpClient,
 			baseURL+BudgetServiceListHoldsProcedure,
 			connect.WithSchema(budgetServiceMethods.ByName("ListHolds")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listDecisions: connect.NewClient[v1.ListDecisionsRequest, v1.ListDecisionsResponse](
 			httpClient,
 			baseURL+BudgetServiceListDecisionsProcedure,
 			connect.WithSchema(budgetServiceMethods.ByName("ListDecisions")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 	}
@@ -224,18 +227,21 @@ func NewBudgetServiceHandler(svc BudgetServiceHandler, opts ...connect.HandlerOp
 		BudgetServiceGetAccountProcedure,
 		svc.GetAccount,
 		connect.WithSchema(budgetServiceMethods.ByName("GetAccount")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	budgetServiceListHoldsHandler := connect.NewUnaryHandler(
 		BudgetServiceListHoldsProcedure,
 		svc.ListHolds,
 		connect.WithSchema(budgetServiceMethods.ByName("ListHolds")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	budgetServiceListDecisionsHandler := connect.NewUnaryHandler(
 		BudgetServiceListDecisionsProcedure,
 		svc.ListDecisions,
 		connect.WithSchema(budgetServiceMethods.ByName("ListDecisions")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	return "/portcullis.v1.BudgetService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -161,12 +161,14 @@ func NewExecutionServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			httpClient,
 			baseURL+ExecutionServiceGetExecutionProcedure,
 			connect.WithSchema(executionServiceMethods.ByName("GetExecution")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		listExecutions: connect.NewClient[v1.ListExecutionsRequest, v1.ListExecutionsResponse](
 			httpClient,
 			baseURL+ExecutionServiceListExecutionsProcedure,
 			connect.WithSchema(executionServiceMethods.ByName("ListExecutions")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 	}
@@ -333,12 +335,14 @@ func NewExecutionServiceHandler(svc ExecutionServiceHandler, opts ...connect.Han
 		ExecutionServiceGetExecutionProcedure,
 		svc.GetExecution,
 		connect.WithSchema(executionServiceMethods.ByName("GetExecution")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	executionServiceListExecutionsHandler := connect.NewUnaryHandler(
 		ExecutionServiceListExecutionsProcedure,
 		svc.ListExecutions,
 		connect.WithSchema(executionServiceMethods.ByName("ListExecutions")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	return "/portcullis.v1.ExecutionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

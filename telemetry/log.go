@@ -1,0 +1,75 @@
+package telemetry
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+)
+
+// Log decorates a ledger.Log: it times every append and counts the
+// transitions and budget decisions that landed.
+func (m *Metrics) Log(stream string, l ledger.Log) ledger.Log {
+	c := &countingLog{Log: l, seconds: m.appendSeconds.WithLabelValues(stream),
+		transitions: map[pb.EventType]prometheus.Counter{}, budget: map[pb.EventType]prometheus.Counter{}}
+	for v, name := range pb.EventType_name {
+		t := pb.EventType(v)
+		switch {
+		case strings.HasPrefix(name, "EVENT_TYPE_BUDGET_"):
+			c.budget[t] = m.decisions.WithLabelValues(KindBudget, budgetOutcome(t))
+		case t == pb.EventType_EVENT_TYPE_UNSPECIFIED, t == pb.EventType_EVENT_TYPE_CHECKPOINT, strings.HasPrefix(name, "EVENT_TYPE_SESSION_"):
+		default:
+			c.transitions[t] = m.decisions.WithLabelValues(KindTransition, EventName(t))
+		}
+	}
+	return c
+}
+
+// countingLog resolves its counters once, so an append pays a map lookup
+// per event, not a label lookup.
+type countingLog struct {
+	ledger.Log
+	seconds     prometheus.Observer
+	transitions map[pb.EventType]prometheus.Counter // read-only after Log
+	budget      map[pb.EventType]prometheus.Counter
+}
+
+func (c *countingLog) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, error) {
+	start := time.Now()
+	seqs, err := c.Log.Append(ctx, msgs...)
+	c.seconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return seqs, err
+	}
+	for _, msg := range msgs {
+		ev := msg.Event
+		var counters map[pb.EventType]prometheus.Counter
+		switch {
+		case ev.GetExecutionChanged() != nil:
+			counters = c.transitions
+		case ev.GetBudgetChanged() != nil:
+			counters = c.budget
+		default:
+			continue
+		}
+		if n, ok := counters[ev.GetType()]; ok {
+			n.Inc()
+		}
+	}
+	return seqs, nil
+}
+
+func budgetOutcome(t pb.EventType) string {
+	switch t {
+	case pb.EventType_EVENT_TYPE_BUDGET_RESERVED:
+		return OutcomeAllowed
+	case pb.EventType_EVENT_TYPE_BUDGET_DENIED:
+		return OutcomeDenied
+	default:
+		return strings.TrimPrefix(EventName(t), "budget_")
+	}
+}

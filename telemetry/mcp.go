@@ -1,0 +1,149 @@
+package telemetry
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// mcpPeekBytes is how much of a request body the middleware reads to learn
+// the JSON-RPC method and tool name; the whole body still reaches the
+// handler, which enforces its own limit.
+const mcpPeekBytes = 1 << 20
+
+// Attribute names of the OpenTelemetry MCP semantic conventions.
+const (
+	attrMethod  = "mcp.method.name"
+	attrTool    = "gen_ai.tool.name"
+	attrSession = "mcp.session.id"
+	attrReqID   = "jsonrpc.request.id"
+	attrError   = "error.type"
+)
+
+// rpcPeek is the part of a JSON-RPC request the middleware looks at.
+type rpcPeek struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name string         `json:"name"`
+		Meta map[string]any `json:"_meta"`
+	} `json:"params"`
+}
+
+// MCP wraps the /mcp handler: for every JSON-RPC request POSTed it observes
+// mcp_server_operation_duration_seconds{mcp_method_name, gen_ai_tool_name,
+// error_type} and opens a server span named after the method (and tool)
+// that continues the trace an MCP client sends as
+// params._meta.traceparent / tracestate (W3C Trace Context). Responses and
+// GETs (event streams) pass through untouched. tp nil: no spans.
+func (m *Metrics) MCP(next http.Handler, tp trace.TracerProvider) http.Handler {
+	var tracer trace.Tracer
+	if tp != nil {
+		tracer = tp.Tracer("github.com/portcullis-dev/portcullis/telemetry")
+	}
+	prop := propagation.TraceContext{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		head, err := io.ReadAll(io.LimitReader(r.Body, mcpPeekBytes))
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+		var req rpcPeek
+		if json.Unmarshal(head, &req) != nil || req.Method == "" || len(req.ID) == 0 {
+			next.ServeHTTP(w, r) // a notification, a response, a batch or not JSON
+			return
+		}
+		tool := ""
+		if req.Method == "tools/call" {
+			tool = req.Params.Name
+		}
+		ctx := r.Context()
+		var span trace.Span
+		if tracer != nil {
+			carrier := propagation.MapCarrier{}
+			for _, k := range prop.Fields() {
+				if s, ok := req.Params.Meta[k].(string); ok {
+					carrier[k] = s
+				}
+			}
+			ctx = prop.Extract(ctx, carrier)
+			name := req.Method
+			if tool != "" {
+				name += " " + tool
+			}
+			attrs := []attribute.KeyValue{attribute.String(attrMethod, req.Method), attribute.String(attrReqID, string(req.ID))}
+			if tool != "" {
+				attrs = append(attrs, attribute.String(attrTool, tool))
+			}
+			if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+				attrs = append(attrs, attribute.String(attrSession, sid))
+			}
+			ctx, span = tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+			r = r.WithContext(ctx)
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		start := time.Now()
+		next.ServeHTTP(sw, r)
+		errType := ""
+		switch {
+		case sw.status >= 400:
+			errType = strconv.Itoa(sw.status)
+		case r.Context().Err() != nil:
+			errType = "canceled" // the client went away before the answer was written
+		}
+		m.mcpDuration.WithLabelValues(req.Method, tool, errType).Observe(time.Since(start).Seconds())
+		if span != nil {
+			if errType != "" {
+				span.SetAttributes(attribute.String(attrError, errType))
+				span.SetStatus(codes.Error, errType)
+			}
+			span.End()
+		}
+	})
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// statusWriter remembers the status; it keeps Flush and Unwrap reachable
+// (event streams need them).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
