@@ -24,6 +24,7 @@ import (
 	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/console"
 	"github.com/portcullis-dev/portcullis/contract"
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	"github.com/portcullis-dev/portcullis/gateway"
@@ -71,6 +72,9 @@ type Options struct {
 	// CheckpointEvery is how often the gateway seals signed checkpoints
 	// over the streams (0: DefaultCheckpointEvery); it also seals on shutdown.
 	CheckpointEvery time.Duration
+	// ConsoleAuth signs callers in to /console (nil: nobody can sign in).
+	// TODO(lead): replace with auth/'s principals from the config's callers.
+	ConsoleAuth console.Authenticator
 }
 
 // Gateway is a running gateway.
@@ -207,7 +211,9 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g.Addr = ln.Addr().String()
 	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
-	g.http = newHTTPServer(g, mg)
+	if g.http, err = newHTTPServer(g, mg, cfg, o); err != nil {
+		return nil, err
+	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -220,13 +226,21 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mg.Handler())
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
-	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger}, opts...))
-	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
-	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
+	executions := &gateway.ExecutionService{Ledger: g.Ledger}
+	budgets := &gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}
+	approvals := &gateway.ApprovalService{Ledger: g.Ledger}
+	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(executions, opts...))
+	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(budgets, opts...))
+	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(approvals, opts...))
+	consoleHandler, err := g.newConsole(cfg, o, executions, approvals, budgets)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/console/", consoleHandler)
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
 		Read: func(ctx context.Context, id, fp string) (string, []audit.Stored, error) {
 			return readIntent(ctx, g.jsLog.Stream(), id, fp)
@@ -240,7 +254,7 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout}
+	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout}, nil
 }
 
 // runProjector keeps the views folding; after a failure it starts again
