@@ -1,0 +1,283 @@
+package test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/console"
+	"github.com/portcullis-dev/portcullis/server"
+)
+
+// Console callers of the tests: token → name and roles.
+var consoleCallers = map[string]struct {
+	name  string
+	roles []string
+}{
+	"alice-token":   {"alice", []string{console.RoleApprover, console.RoleAnalyst}},
+	"fin-token":     {"fin", []string{console.RoleFinance}},
+	"analyst-token": {"ana", []string{console.RoleAnalyst}},
+}
+
+func consoleAuth() console.Callers {
+	c := console.Callers{}
+	for tok, v := range consoleCallers {
+		sum := sha256.Sum256([]byte(tok))
+		c[v.name] = console.Caller{TokenSHA256: hex.EncodeToString(sum[:]), Roles: v.roles}
+	}
+	return c
+}
+
+// writeConsoleCallers writes the callers file `serve --console-callers` reads.
+func writeConsoleCallers(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	for name, c := range consoleAuth() {
+		fmt.Fprintf(&b, "%s: {token_sha256: %s, roles: [%s]}\n", name, c.TokenSHA256, strings.Join(c.Roles, ", "))
+	}
+	p := filepath.Join(t.TempDir(), "callers.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// consoleClient is a browser stand-in: a cookie jar that does not follow
+// redirects, so each answer can be checked.
+type consoleClient struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+func newConsoleClient(t *testing.T, addr string) *consoleClient {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &consoleClient{t: t, base: "http://" + addr, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (c *consoleClient) do(method, path string, form url.Values, hdr ...string) (*http.Response, string) {
+	c.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return res, string(b)
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, html string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(html)
+	if m == nil {
+		t.Fatalf("no csrf field in:\n%s", html)
+	}
+	return m[1]
+}
+
+// signIn signs in with token and returns the session's CSRF token.
+func (c *consoleClient) signIn(token string) string {
+	c.t.Helper()
+	_, page := c.do("GET", "/console/login", nil)
+	res, body := c.do("POST", "/console/login", url.Values{"csrf": {csrfOf(c.t, page)}, "token": {token}, "next": {"/console/"}})
+	if res.StatusCode != http.StatusSeeOther {
+		c.t.Fatalf("sign-in: %d\n%s", res.StatusCode, body)
+	}
+	_, home := c.do("GET", "/console/find", nil)
+	return csrfOf(c.t, home)
+}
+
+func startConsoleGateway(t *testing.T) *server.Gateway {
+	t.Helper()
+	g, err := server.Start(context.Background(), server.Options{
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsListen: "127.0.0.1:-1",
+		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ConsoleAuth: consoleAuth(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	return g
+}
+
+// The console's trust rules over plain HTTP: the session cookie's flags,
+// sign-in needs the form's token and a known caller, every action needs the
+// session's CSRF token and the role, cross-site posts are refused, and a
+// caller without the role gets a clear 403 page. Nothing refused changes
+// the ledger.
+func TestConsoleSessionsCSRFAndRoles(t *testing.T) {
+	g := startConsoleGateway(t)
+	ctx := context.Background()
+	ec := client(g)
+	res, err := ec.Begin(ctx, beginReq("rotate_credentials", args(t, map[string]any{"user": "svc-1"}), "", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.GetExecution().GetExecutionId()
+	if st := res.Msg.GetExecution().GetState(); st != pb.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("state %v", st)
+	}
+	state := func() pb.State {
+		x, err := ec.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.Msg.GetExecution().GetState()
+	}
+
+	anon := newConsoleClient(t, g.Addr)
+	if r, _ := anon.do("GET", "/console/approvals", nil); r.StatusCode != http.StatusSeeOther || !strings.HasPrefix(r.Header.Get("Location"), "/console/login") {
+		t.Fatalf("anonymous page: %d %s", r.StatusCode, r.Header.Get("Location"))
+	}
+	if r, _ := anon.do("POST", "/console/approvals/"+id+"/approve", url.Values{"csrf": {"x"}}); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous approve: %d", r.StatusCode)
+	}
+	// Sign-in without the login form's token, and with an unknown token.
+	if r, _ := anon.do("POST", "/console/login", url.Values{"token": {"alice-token"}}); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("sign-in without form token: %d", r.StatusCode)
+	}
+	_, page := anon.do("GET", "/console/login", nil)
+	if r, body := anon.do("POST", "/console/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {"wrong"}}); r.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "known caller") {
+		t.Fatalf("unknown token: %d", r.StatusCode)
+	}
+
+	alice := newConsoleClient(t, g.Addr)
+	_, page = alice.do("GET", "/console/login", nil)
+	r, _ := alice.do("POST", "/console/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {"alice-token"}, "next": {"//evil.example/"}})
+	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/console/" {
+		t.Fatalf("sign-in: %d to %q", r.StatusCode, r.Header.Get("Location"))
+	}
+	var sc *http.Cookie
+	for _, c := range r.Cookies() {
+		if c.Name == "portcullis_console" {
+			sc = c
+		}
+	}
+	if sc == nil || !sc.HttpOnly || sc.SameSite != http.SameSiteStrictMode || sc.Secure || len(sc.Value) < 20 {
+		t.Fatalf("session cookie %+v", sc)
+	}
+	_, body := alice.do("GET", "/console/approvals", nil)
+	csrf := csrfOf(t, body)
+	if !strings.Contains(body, id) || !strings.Contains(body, "rotate_credentials") || !strings.Contains(body, `id="caller">alice<`) || !strings.Contains(body, "gw-test") {
+		t.Fatalf("approvals page lacks the pending execution, caller or gateway:\n%s", body)
+	}
+	if r, _ := alice.do("POST", "/console/approvals/"+id+"/approve", url.Values{}); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("approve without csrf: %d", r.StatusCode)
+	}
+	if r, _ := alice.do("POST", "/console/approvals/"+id+"/approve", url.Values{"csrf": {csrf + "x"}}); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("approve with a wrong csrf: %d", r.StatusCode)
+	}
+	if r, _ := alice.do("POST", "/console/approvals/"+id+"/approve", url.Values{"csrf": {csrf}}, "Origin", "http://evil.example"); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site approve: %d", r.StatusCode)
+	}
+	if st := state(); st != pb.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("a refused action changed the ledger: %v", st)
+	}
+
+	// An analyst sees approvals but may not approve; finance may not see them.
+	ana := newConsoleClient(t, g.Addr)
+	anaCSRF := ana.signIn("analyst-token")
+	if r, body := ana.do("POST", "/console/approvals/"+id+"/approve", url.Values{"csrf": {anaCSRF}}); r.StatusCode != http.StatusForbidden || !strings.Contains(body, "needs the role approver") {
+		t.Fatalf("analyst approve: %d\n%s", r.StatusCode, body)
+	}
+	fin := newConsoleClient(t, g.Addr)
+	fin.signIn("fin-token")
+	if r, body := fin.do("GET", "/console/approvals", nil); r.StatusCode != http.StatusForbidden || !strings.Contains(body, "signed in as fin") {
+		t.Fatalf("finance on approvals: %d\n%s", r.StatusCode, body)
+	}
+	if r, _ := fin.do("GET", "/console/budgets", nil); r.StatusCode != http.StatusOK {
+		t.Fatalf("finance on budgets: %d", r.StatusCode)
+	}
+	if st := state(); st != pb.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("a refused action changed the ledger: %v", st)
+	}
+
+	// The approver approves; it is recorded as the signed-in caller.
+	if r, _ := alice.do("POST", "/console/approvals/"+id+"/approve", url.Values{"csrf": {csrf}}, "Origin", "http://"+g.Addr); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve: %d", r.StatusCode)
+	}
+	x, err := ec.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Msg.GetExecution().GetState() != pb.State_STATE_AUTHORIZED || x.Msg.GetExecution().GetAuthorizedBy() != "alice" {
+		t.Fatalf("after approve: %v by %q", x.Msg.GetExecution().GetState(), x.Msg.GetExecution().GetAuthorizedBy())
+	}
+	_, body = alice.do("GET", "/console/approvals", nil)
+	if !strings.Contains(body, "Approved "+id+" as alice") {
+		t.Fatalf("no confirmation after approve:\n%s", body)
+	}
+
+	// Signing out ends the session on the server, not only in the browser.
+	old := alice.hc.Jar.Cookies(&url.URL{Scheme: "http", Host: g.Addr, Path: "/console/"})
+	if r, _ := alice.do("POST", "/console/logout", url.Values{"csrf": {csrf}}); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d", r.StatusCode)
+	}
+	replay := newConsoleClient(t, g.Addr)
+	replay.hc.Jar.SetCookies(&url.URL{Scheme: "http", Host: g.Addr, Path: "/console/"}, old)
+	if r, _ := replay.do("GET", "/console/approvals", nil); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("old session cookie still works after sign-out: %d", r.StatusCode)
+	}
+}
+
+// The console is served without a CDN: its assets come from the binary.
+func TestConsoleAssetsEmbedded(t *testing.T) {
+	g := startConsoleGateway(t)
+	for _, p := range []string{"/console/assets/console.css", "/console/assets/console.js"} {
+		res, err := http.Get("http://" + g.Addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || len(b) < 500 {
+			t.Fatalf("%s: %d, %d bytes", p, res.StatusCode, len(b))
+		}
+	}
+	res, err := http.Get("http://" + g.Addr + "/console/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(string(b), "https://") {
+		t.Fatalf("CSP %q or an external reference in the page", csp)
+	}
+	_ = portcullisv1connect.ExecutionServiceName
+}
