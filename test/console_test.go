@@ -17,9 +17,8 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
-	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/console"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
@@ -279,5 +278,4 @@ func TestConsoleAssetsEmbedded(t *testing.T) {
 	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(string(b), "https://") {
 		t.Fatalf("CSP %q or an external reference in the page", csp)
 	}
-	_ = portcullisv1connect.ExecutionServiceName
 }
