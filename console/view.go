@@ -110,6 +110,7 @@ type bar struct {
 	Spent, Held, Free int
 	Over              bool // spent + held beyond the limit
 	Used              int  // (spent + held) / limit in percent, unclamped
+	Limit             int  // where the limit falls on the bar (percent), when over
 }
 
 func newBar(limit, spent, held int64) bar {
@@ -122,6 +123,7 @@ func newBar(limit, spent, held int64) bar {
 	if limit > 0 {
 		b.Used = int(total * 100 / limit)
 	}
+	b.Limit = min(pct(max(limit, 0)), 100)
 	return b
 }
 
