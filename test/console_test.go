@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/portcullis-dev/portcullis/console"
@@ -122,12 +123,16 @@ func (c *consoleClient) signIn(token string) string {
 	return csrfOf(c.t, home)
 }
 
-func startConsoleGateway(t *testing.T) *server.Gateway {
+func startConsoleGateway(t *testing.T, clk *clock) *server.Gateway {
 	t.Helper()
-	g, err := server.Start(context.Background(), server.Options{
+	o := server.Options{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsListen: "127.0.0.1:-1",
 		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ConsoleAuth: consoleAuth(),
-	})
+	}
+	if clk != nil {
+		o.Now = clk.Now
+	}
+	g, err := server.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +146,7 @@ func startConsoleGateway(t *testing.T) *server.Gateway {
 // caller without the role gets a clear 403 page. Nothing refused changes
 // the ledger.
 func TestConsoleSessionsCSRFAndRoles(t *testing.T) {
-	g := startConsoleGateway(t)
+	g := startConsoleGateway(t, nil)
 	ctx := context.Background()
 	ec := client(g)
 	res, err := ec.Begin(ctx, beginReq("rotate_credentials", args(t, map[string]any{"user": "svc-1"}), "", "1"))
@@ -257,7 +262,7 @@ func TestConsoleSessionsCSRFAndRoles(t *testing.T) {
 
 // The console is served without a CDN: its assets come from the binary.
 func TestConsoleAssetsEmbedded(t *testing.T) {
-	g := startConsoleGateway(t)
+	g := startConsoleGateway(t, nil)
 	for _, p := range []string{"/console/assets/console.css", "/console/assets/console.js"} {
 		res, err := http.Get("http://" + g.Addr + p)
 		if err != nil {
@@ -277,5 +282,73 @@ func TestConsoleAssetsEmbedded(t *testing.T) {
 	res.Body.Close()
 	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(string(b), "https://") {
 		t.Fatalf("CSP %q or an external reference in the page", csp)
+	}
+}
+
+// An overdue dispatch (DISPATCHED past dispatched_at + tool timeout +
+// grace, no result) shows under needs attention and only then can be
+// marked OUTCOME_UNKNOWN; it is then resolved with evidence and a target
+// status. Find opens executions by id and fingerprint and says when
+// nothing matches.
+func TestConsoleOverdueDispatchAndFind(t *testing.T) {
+	clk := &clock{}
+	g := startConsoleGateway(t, clk)
+	ctx := context.Background()
+	ec := client(g)
+	res, err := ec.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"order": 42}), "", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := res.Msg.GetExecution()
+	id := x.GetExecutionId()
+	if _, err := ec.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *pb.Execution {
+		r, err := ec.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Msg.GetExecution()
+	}
+	alice := newConsoleClient(t, g.Addr)
+	csrf := alice.signIn("alice-token")
+	if _, body := alice.do("GET", "/console/attention", nil); strings.Contains(body, id) {
+		t.Fatal("an in-flight dispatch within its deadline is listed as needing attention")
+	}
+	alice.do("POST", "/console/executions/"+id+"/unknown", url.Values{"csrf": {csrf}})
+	if _, body := alice.do("GET", "/console/executions/"+id, nil); !strings.Contains(body, "not a dispatch past its deadline") || get().GetState() != pb.State_STATE_DISPATCHED {
+		t.Fatalf("marked unknown before its deadline: %v", get().GetState())
+	}
+
+	clk.Advance(time.Minute) // past the default 30 s timeout and the grace
+	_, body := alice.do("GET", "/console/attention", nil)
+	if !strings.Contains(body, `id="item-`+id+`"`) || !strings.Contains(body, "OVERDUE DISPATCH") || !strings.Contains(body, "1 overdue dispatch") {
+		t.Fatalf("overdue dispatch not listed:\n%s", body)
+	}
+	if r, _ := alice.do("POST", "/console/executions/"+id+"/unknown", url.Values{"csrf": {csrf}}); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("mark unknown: %d", r.StatusCode)
+	}
+	if got := get(); got.GetState() != pb.State_STATE_OUTCOME_UNKNOWN || !strings.Contains(got.GetReason(), "alice") {
+		t.Fatalf("after mark unknown: %v %q", got.GetState(), got.GetReason())
+	}
+	// Resolving needs evidence; with it, the target status is recorded.
+	alice.do("POST", "/console/executions/"+id+"/resolve", url.Values{"csrf": {csrf}, "resolution": {"completed"}})
+	if get().GetState() != pb.State_STATE_OUTCOME_UNKNOWN {
+		t.Fatal("resolved without evidence")
+	}
+	alice.do("POST", "/console/executions/"+id+"/resolve", url.Values{"csrf": {csrf}, "resolution": {"completed"}, "evidence": {"payments API shows order 42 paid"}, "target_status": {"201"}})
+	if got := get(); got.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED || got.GetTargetStatus() != 201 {
+		t.Fatalf("after resolve: %v status %d", got.GetState(), got.GetTargetStatus())
+	}
+
+	for _, q := range []string{id, x.GetFingerprint()} {
+		r, _ := alice.do("GET", "/console/find?q="+url.QueryEscape(q), nil)
+		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/console/executions/"+id {
+			t.Fatalf("find %s: %d %s", q, r.StatusCode, r.Header.Get("Location"))
+		}
+	}
+	if r, body := alice.do("GET", "/console/find?q=no-such-key", nil); r.StatusCode != http.StatusNotFound || !strings.Contains(body, "No execution found with operation key no-such-key") {
+		t.Fatalf("find nothing: %d", r.StatusCode)
 	}
 }
