@@ -273,7 +273,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 // problem renders a clear error page (403, 404, 401, failed reads).
 func (c *Console) problem(w http.ResponseWriter, r *http.Request, s *session, status int, title, text string) {
-	p := page{Title: title, GatewayID: c.d.GatewayID, Data: problemData{Status: status, Text: text}}
+	p := page{Title: title, Nav: "problem", GatewayID: c.d.GatewayID, Data: problemData{Status: status, Text: text}}
 	if s != nil {
 		pr := s.principal
 		p.Principal, p.CSRF = &pr, s.csrf

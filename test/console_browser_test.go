@@ -297,7 +297,33 @@ func TestConsoleBrowser(t *testing.T) {
 	run("live update", chromedp.WaitVisible(chromedp.CSS(`#item-`+secondID)))
 
 	// Approve the first, deny the second with a reason.
-	if got := submit(`#approve-` + pending); !strings.Contains(got, "Approved "+pending+" as alice") {
+	// By keyboard: the first Tab reaches the skip link, further Tabs reach
+	// the Approve button (in reading order), Enter approves.
+	active := func() string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.activeElement.id || document.activeElement.textContent.trim()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	run("keyboard start", chromedp.Navigate(consoleB+"approvals"), chromedp.WaitVisible(chromedp.CSS(`#item-`+secondID)), chromedp.KeyEvent("\t"))
+	if got := active(); got != "Skip to content" {
+		t.Fatalf("first Tab focused %q, want the skip link", got)
+	}
+	var order []string
+	for i := 0; i < 40 && active() != "approve-"+pending; i++ {
+		order = append(order, active())
+		run("tab", chromedp.KeyEvent("\t"))
+	}
+	if active() != "approve-"+pending {
+		t.Fatalf("Approve is not reachable by Tab; focus went %v", order)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(document.getElementById("flash")?.remove(), true)`)); err != nil {
+		t.Fatal(err)
+	}
+	run("approve by keyboard", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS(`#flash`)))
+	if got := text(`#flash`); !strings.Contains(got, "Approved "+pending+" as alice") {
 		t.Fatalf("flash %q", got)
 	}
 	run("deny reason", chromedp.SendKeys(chromedp.CSS(`#reason-`+secondID), "duplicate supplier"))

@@ -10,7 +10,11 @@
   var status = document.getElementById("live-status");
   var when = document.getElementById("live-when");
   var toggle = document.getElementById("live-toggle");
-  var paused = false, dirty = false, last = null, busy = false;
+  var paused = false, dirty = false, busy = false;
+  var tpl = document.createElement("template");
+  var last = live.innerHTML; // as the browser serialises the server's render
+  var focusable = "a[href], button, input, textarea, select, summary";
+  function normalise(html) { tpl.innerHTML = html; return tpl.innerHTML; }
 
   function summary() {
     var s = live.querySelector("[data-live-summary]");
@@ -49,19 +53,21 @@
       .then(function (html) {
         if (html === null || html === undefined) return;
         if (when) when.textContent = "updated " + stamp();
+        html = normalise(html);
         if (html === last || dirty) return;
         var before = summary();
         last = html;
-        var focused = document.activeElement && live.contains(document.activeElement) ? document.activeElement.id : "";
+        var active = document.activeElement && live.contains(document.activeElement) ? document.activeElement : null;
+        var focused = active ? active.id : "";
+        var index = active ? Array.prototype.indexOf.call(live.querySelectorAll(focusable), active) : -1;
         var open = [];
         live.querySelectorAll("details").forEach(function (d, i) { if (d.open) open.push(i); });
         live.innerHTML = html;
         var ds = live.querySelectorAll("details");
         open.forEach(function (i) { if (ds[i]) ds[i].open = true; });
-        if (focused) {
-          var again = document.getElementById(focused);
-          if (again) again.focus();
-        }
+        var again = focused ? document.getElementById(focused) : null;
+        if (!again && index >= 0) again = live.querySelectorAll(focusable)[index];
+        if (again) again.focus();
         var after = summary();
         if (status && after && after !== before) status.textContent = "Updated: " + after;
       })
