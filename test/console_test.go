@@ -11,6 +11,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -350,5 +351,19 @@ func TestConsoleOverdueDispatchAndFind(t *testing.T) {
 	}
 	if r, body := alice.do("GET", "/console/find?q=no-such-key", nil); r.StatusCode != http.StatusNotFound || !strings.Contains(body, "No execution found with operation key no-such-key") {
 		t.Fatalf("find nothing: %d", r.StatusCode)
+	}
+}
+
+// The console reads through the gateway's services: it imports neither
+// NATS nor Pebble, so it cannot bypass the ledger's rules.
+func TestConsoleImportsNoStorage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/portcullis-dev/portcullis/console").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/nats-io/") || strings.HasPrefix(dep, "github.com/cockroachdb/pebble") {
+			t.Errorf("console depends on %s", dep)
+		}
 	}
 }
