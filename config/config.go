@@ -51,6 +51,9 @@ type Config struct {
 	// Agents maps the SHA-256 (hex) of a bearer token to the actor it
 	// authenticates on the MCP endpoint. The token itself is never stored.
 	Agents map[string]string
+	// Callers of the Connect API, in file order; none means one local
+	// operator on a loopback listener.
+	Callers []Caller
 	// Upstreams are MCP servers whose tools the gateway proxies (each tool
 	// still needs a contract here), by name.
 	Upstreams map[string]Upstream

@@ -39,8 +39,10 @@ func (d *decoder) config(n ast.Node) *Config {
 			d.vault(e, cfg)
 		case "upstreams":
 			d.upstreams(e, cfg)
+		case "callers":
+			d.callers(e, cfg)
 		default:
-			d.unknownKey(e, "tools, gateway, agents, vault, upstreams")
+			d.unknownKey(e, "tools, gateway, agents, callers, vault, upstreams")
 		}
 	}
 	return cfg
@@ -208,6 +210,17 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 			}
 		case "match_window":
 			window = &e
+		case "key_retention":
+			tool.Contract.KeyRetention, fok = d.keyRetention(e)
+		case "intent_scope":
+			var s string
+			if s, fok = d.str(e); fok {
+				tool.Contract.IntentScope = contract.IntentScope(s)
+				if !tool.Contract.IntentScope.Valid() {
+					d.errorf(e.value, e.path, "unknown intent scope %q (want %s, %s)", s, contract.ScopeAgent, contract.ScopeSession)
+					fok = false
+				}
+			}
 		case "approval":
 			var s string
 			if s, fok = d.str(e); fok {
@@ -240,9 +253,10 @@ func (d *decoder) tool(t entry) (Tool, bool) {
 					fok = false
 				}
 				tool.Timeout = t
+				tool.Contract.Timeout = t
 			}
 		default:
-			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, fingerprint, approval, budget, idempotency_header, status_url, timeout, host_key, command, upstream")
+			d.unknownKey(e, "description, input_schema, channel, target, credential_ref, method, retry, match_window, key_retention, intent_scope, fingerprint, approval, budget, idempotency_header, status_url, timeout, host_key, command, upstream")
 			fok = false
 		}
 		ok = ok && fok
@@ -304,6 +318,28 @@ func (d *decoder) matchWindow(e entry) (contract.MatchWindow, bool) {
 		return contract.MatchWindow{Duration: dur}, true
 	}
 	return contract.MatchWindow{}, false
+}
+
+// keyRetention decodes a Go duration of at least contract.MinKeyRetention,
+// or "ledger" (as long as the ledger keeps the execution).
+func (d *decoder) keyRetention(e entry) (contract.KeyRetention, bool) {
+	s, ok := d.str(e)
+	if !ok {
+		return contract.KeyRetention{}, false
+	}
+	if s == contract.KeyRetentionLedger {
+		return contract.KeyRetention{}, true
+	}
+	dur, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.errorf(e.value, e.path, "invalid duration %q (want a Go duration such as 48h, or %s)", s, contract.KeyRetentionLedger)
+	case dur < contract.MinKeyRetention:
+		d.errorf(e.value, e.path, "duration %q is shorter than the %gh minimum (an operation key must outlive every retry of its operation; use at least 24h, or %s)", s, contract.MinKeyRetention.Hours(), contract.KeyRetentionLedger)
+	default:
+		return contract.KeyRetention{Duration: dur}, true
+	}
+	return contract.KeyRetention{}, false
 }
 
 // fingerprint decodes the fingerprint rules: defaults, ignore, secrets.

@@ -101,14 +101,94 @@ func ArgumentPath(v string) (string, bool) {
 	return "", false
 }
 
+// MinKeyRetention is the shortest key retention a contract may name: an
+// operation key must outlive every plausible retry of its operation.
+const MinKeyRetention = 24 * time.Hour
+
+// DefaultTimeout bounds one dispatch of a tool whose definition names no
+// timeout (the executors use the same default).
+const DefaultTimeout = 30 * time.Second
+
+// KeyRetention is how long an operation key stays bound to its execution.
+// The zero value keeps it as long as the ledger keeps the execution (the
+// streams deny delete, so: for good); otherwise for Duration (at least
+// MinKeyRetention) after the execution was accepted.
+type KeyRetention struct {
+	Duration time.Duration // 0: as long as the ledger keeps the execution
+}
+
+// Covers reports whether a key used by an execution accepted at acceptedAt
+// still decides matching at now.
+func (k KeyRetention) Covers(acceptedAt, now time.Time) bool {
+	if k.Duration <= 0 {
+		return true
+	}
+	return now.Before(acceptedAt.Add(k.Duration))
+}
+
+// String renders the retention as written in config ("48h0m0s", "ledger").
+func (k KeyRetention) String() string {
+	if k.Duration <= 0 {
+		return KeyRetentionLedger
+	}
+	return k.Duration.String()
+}
+
+// KeyRetentionLedger is the key_retention that keeps a key as long as the
+// ledger keeps its execution (the default).
+const KeyRetentionLedger = "ledger"
+
+// IntentScope is the context in which a retry without an operation key is
+// plausible, when the caller does not narrow it.
+type IntentScope string
+
+// Intent scopes a contract may choose.
+const (
+	// ScopeAgent: the authenticated agent (the actor behind the bearer
+	// token), bounded by the match window. The default: agents reconnect
+	// with new transport sessions, or have none.
+	ScopeAgent IntentScope = "agent"
+	// ScopeSession: the agent's transport session (MCP Mcp-Session-Id).
+	ScopeSession IntentScope = "session"
+)
+
+// Valid reports whether s is a known intent scope.
+func (s IntentScope) Valid() bool { return s == ScopeAgent || s == ScopeSession }
+
 // Contract is the retry answer for one tool.
 type Contract struct {
 	Tool        string
 	Retry       RetryClass
 	MatchWindow MatchWindow
+	// KeyRetention bounds operation-key matching (the match window bounds
+	// fingerprint matching only).
+	KeyRetention KeyRetention
+	// IntentScope is the default scope of a retry without an operation
+	// key ("" means ScopeAgent). The front door applies it; the ledger
+	// reads only the action's intent_scope.
+	IntentScope IntentScope
+	// Timeout bounds one dispatch (0 = DefaultTimeout); with the ledger's
+	// grace it sets the dispatch deadline.
+	Timeout     time.Duration
 	Fingerprint FingerprintRules
 	Approval    Approval
 	Budget      *BudgetBinding // nil: the tool spends no budget
+}
+
+// DispatchTimeout is the contract's Timeout, else DefaultTimeout.
+func (c Contract) DispatchTimeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Scope is the contract's IntentScope, ScopeAgent when unset.
+func (c Contract) Scope() IntentScope {
+	if c.IntentScope == "" {
+		return ScopeAgent
+	}
+	return c.IntentScope
 }
 
 // Validate checks the invariants every contract must hold.
@@ -122,6 +202,10 @@ func (c Contract) Validate() error {
 		return fmt.Errorf("tool %q: unknown approval mode %q", c.Tool, c.Approval)
 	case c.Retry != ReadOnly && !c.MatchWindow.UntilResolved && c.MatchWindow.Duration <= 0:
 		return fmt.Errorf("tool %q: match_window must be positive or until_resolved", c.Tool)
+	case c.KeyRetention.Duration != 0 && c.KeyRetention.Duration < MinKeyRetention:
+		return fmt.Errorf("tool %q: key_retention must be at least %s", c.Tool, MinKeyRetention)
+	case c.IntentScope != "" && !c.IntentScope.Valid():
+		return fmt.Errorf("tool %q: unknown intent scope %q", c.Tool, c.IntentScope)
 	case c.Budget != nil && (c.Budget.Account == "" || c.Budget.Amount == ""):
 		return fmt.Errorf("tool %q: budget needs account and amount", c.Tool)
 	case c.Budget != nil && c.Retry == ReadOnly:

@@ -33,13 +33,11 @@ func (s *ApprovalService) ListPending(ctx context.Context, req *connect.Request[
 // Approve authorizes a pending execution.
 func (s *ApprovalService) Approve(ctx context.Context, req *connect.Request[pb.ApproveRequest]) (*connect.Response[pb.ApproveResponse], error) {
 	m := req.Msg
-	if m.GetBy() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("by (who approves) is required"))
-	}
-	if err := checkText("by", m.GetBy()); err != nil {
+	by, err := author(ctx, "by", m.GetBy())
+	if err != nil {
 		return nil, err
 	}
-	x, err := s.pending(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_AUTHORIZED, func(x *pb.Execution) { x.AuthorizedBy = m.GetBy() })
+	x, err := s.pending(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_AUTHORIZED, func(x *pb.Execution) { x.AuthorizedBy = by })
 	if err != nil {
 		return nil, err
 	}
@@ -49,14 +47,15 @@ func (s *ApprovalService) Approve(ctx context.Context, req *connect.Request[pb.A
 // Deny denies a pending execution.
 func (s *ApprovalService) Deny(ctx context.Context, req *connect.Request[pb.ApprovalServiceDenyRequest]) (*connect.Response[pb.ApprovalServiceDenyResponse], error) {
 	m := req.Msg
-	if m.GetBy() == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("by (who denies) is required"))
+	if err := checkText("reason", m.GetReason()); err != nil {
+		return nil, err
 	}
-	if err := checkText("by", m.GetBy(), "reason", m.GetReason()); err != nil {
+	by, err := author(ctx, "by", m.GetBy())
+	if err != nil {
 		return nil, err
 	}
 	x, err := s.pending(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_DENIED, func(x *pb.Execution) {
-		x.AuthorizedBy, x.Reason = m.GetBy(), "denied by "+m.GetBy()+": "+m.GetReason()
+		x.AuthorizedBy, x.Reason = by, "denied by "+by+": "+m.GetReason()
 	})
 	if err != nil {
 		return nil, err

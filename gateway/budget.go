@@ -19,10 +19,6 @@ type DecisionLister interface {
 	BudgetWaitFor(ctx context.Context, seq uint64) error
 }
 
-// unspecifiedDelegator stands in the limit record when SetLimit names no
-// delegator, so the record says so instead of guessing.
-const unspecifiedDelegator = "unspecified"
-
 // listWaitMax bounds how long ListDecisions waits for the views.
 const listWaitMax = 5 * time.Second
 
@@ -37,10 +33,11 @@ var _ portcullisv1connect.BudgetServiceHandler = (*BudgetService)(nil)
 // SetLimit creates an account or replaces its limit.
 func (s *BudgetService) SetLimit(ctx context.Context, req *connect.Request[pb.SetLimitRequest]) (*connect.Response[pb.SetLimitResponse], error) {
 	m := req.Msg
-	l := budget.Limit{Account: m.GetAccount(), Currency: m.GetCurrency(), Limit: m.GetLimit(), Delegator: m.GetDelegator()}
-	if l.Delegator == "" {
-		l.Delegator = unspecifiedDelegator
+	delegator, err := author(ctx, "delegator", m.GetDelegator())
+	if err != nil {
+		return nil, err
 	}
+	l := budget.Limit{Account: m.GetAccount(), Currency: m.GetCurrency(), Limit: m.GetLimit(), Delegator: delegator}
 	if m.GetValidFrom() != nil {
 		l.ValidFrom = m.GetValidFrom().AsTime()
 	}
@@ -59,7 +56,11 @@ func (s *BudgetService) Reserve(ctx context.Context, req *connect.Request[pb.Res
 	m := req.Msg
 	r := budget.ReserveRequest{OperationKey: m.GetOperationKey(), RequestDigest: m.GetRequestDigest(), Amount: m.GetAmount(), Currency: m.GetCurrency()}
 	if o := m.GetOverride(); o != nil {
-		r.Override = &budget.Override{By: o.GetBy(), Reason: o.GetReason()}
+		by, err := author(ctx, "override.by", o.GetBy())
+		if err != nil {
+			return nil, err
+		}
+		r.Override = &budget.Override{By: by, Reason: o.GetReason()}
 	}
 	res, _, err := s.Keeper.Reserve(ctx, m.GetAccount(), r)
 	if err != nil {

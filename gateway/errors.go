@@ -8,6 +8,7 @@ import (
 	"github.com/portcullis-dev/portcullis/budget"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/toolcall"
 )
 
 // connectError maps ledger errors to Connect codes. It is the only place
@@ -18,7 +19,7 @@ func connectError(err error) error {
 	switch {
 	case errors.As(err, &ite):
 		code = connect.CodeFailedPrecondition
-	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, keeper.ErrBadAccount),
+	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, toolcall.ErrInvalid), errors.Is(err, keeper.ErrBadAccount),
 		errors.Is(err, budget.ErrMissingKey), errors.Is(err, budget.ErrInvalidAmount), errors.Is(err, budget.ErrOverflow),
 		errors.Is(err, budget.ErrCurrency), errors.Is(err, budget.ErrInvalidRequest):
 		code = connect.CodeInvalidArgument
@@ -29,7 +30,7 @@ func connectError(err error) error {
 	case errors.Is(err, budget.ErrNotHeld), errors.Is(err, budget.ErrAlreadyClosed), errors.Is(err, budget.ErrLimitNotValid),
 		errors.Is(err, budget.ErrTooManyHolds):
 		code = connect.CodeFailedPrecondition
-	case errors.Is(err, ledger.ErrNoContract), errors.Is(err, ledger.ErrBudgetDenied):
+	case errors.Is(err, ledger.ErrNoContract), errors.Is(err, ledger.ErrBudgetDenied), errors.Is(err, ledger.ErrDeadlineAhead):
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, ledger.ErrKeyReuse):
 		code = connect.CodeAlreadyExists

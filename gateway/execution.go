@@ -8,16 +8,19 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
-	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/toolcall"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // ExecutionService implements portcullis.v1.ExecutionService on a ledger.Service.
 type ExecutionService struct {
 	Ledger *ledger.Service
+	// Tools binds Begin's action to the tool definitions, exactly as /mcp
+	// does (nil: the action is taken as sent).
+	Tools *toolcall.Binder
 }
 
 var _ portcullisv1connect.ExecutionServiceHandler = (*ExecutionService)(nil)
@@ -29,18 +32,19 @@ func (s *ExecutionService) Begin(ctx context.Context, req *connect.Request[pb.Be
 	if a == nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("action is required"))
 	}
-	var args []byte
-	if a.GetArguments() != nil {
-		var err error
-		if args, err = protojson.Marshal(a.GetArguments()); err != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("action.arguments: %w", err))
-		}
+	args, err := arguments(a)
+	if err != nil {
+		return nil, err
+	}
+	action, err := s.Tools.Bind(toolcall.Request{
+		Actor: a.GetActor(), Tool: a.GetTool(), Channel: a.GetChannel(), Target: a.GetTarget(),
+		CredentialRef: a.GetCredentialRef(), Method: a.GetMethod(), Arguments: args, IntentScope: a.GetIntentScope(),
+	})
+	if err != nil {
+		return nil, connectError(err)
 	}
 	res, err := s.Ledger.Begin(ctx, ledger.BeginInput{
-		Action: fingerprint.Action{
-			Actor: a.GetActor(), Tool: a.GetTool(), Channel: a.GetChannel(), Target: a.GetTarget(),
-			CredentialRef: a.GetCredentialRef(), Method: a.GetMethod(), Arguments: args, IntentScope: a.GetIntentScope(),
-		},
+		Action:       action,
 		OperationKey: m.GetOperationKey(),
 		Correlation:  m.GetCorrelation(),
 	})
@@ -50,6 +54,24 @@ func (s *ExecutionService) Begin(ctx context.Context, req *connect.Request[pb.Be
 	return connect.NewResponse(&pb.BeginResponse{
 		Decision: res.Decision, Execution: res.Execution, Recovery: res.Recovery, Reason: res.Reason,
 	}), nil
+}
+
+// arguments is the action's raw JSON: arguments_json as sent (every digit
+// of every number kept), else the Struct (whose numbers are doubles).
+func arguments(a *pb.Action) ([]byte, error) {
+	switch {
+	case a.GetArgumentsJson() != "" && a.GetArguments() != nil:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("action.arguments and action.arguments_json are both set; send one (arguments_json keeps exact numbers)"))
+	case a.GetArgumentsJson() != "":
+		return []byte(a.GetArgumentsJson()), nil
+	case a.GetArguments() != nil:
+		args, err := protojson.Marshal(a.GetArguments())
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("action.arguments: %w", err))
+		}
+		return args, nil
+	}
+	return nil, nil
 }
 
 func (s *ExecutionService) change(ctx context.Context, id string, t pb.EventType, evidence string, apply func(*pb.Execution)) (*pb.Execution, error) {
@@ -62,12 +84,9 @@ func (s *ExecutionService) change(ctx context.Context, id string, t pb.EventType
 
 // Authorize records the authorization of an execution.
 func (s *ExecutionService) Authorize(ctx context.Context, req *connect.Request[pb.AuthorizeRequest]) (*connect.Response[pb.AuthorizeResponse], error) {
-	if err := checkText("by", req.Msg.GetBy()); err != nil {
+	by, err := author(ctx, "by", req.Msg.GetBy())
+	if err != nil {
 		return nil, err
-	}
-	by := req.Msg.GetBy()
-	if by == "" {
-		by = "session"
 	}
 	x, err := s.change(ctx, req.Msg.GetExecutionId(), pb.EventType_EVENT_TYPE_AUTHORIZED, "", func(x *pb.Execution) { x.AuthorizedBy = by })
 	if err != nil {
@@ -79,12 +98,16 @@ func (s *ExecutionService) Authorize(ctx context.Context, req *connect.Request[p
 // Deny records that an execution must not be dispatched.
 func (s *ExecutionService) Deny(ctx context.Context, req *connect.Request[pb.DenyRequest]) (*connect.Response[pb.DenyResponse], error) {
 	m := req.Msg
-	if err := checkText("by", m.GetBy(), "reason", m.GetReason()); err != nil {
+	if err := checkText("reason", m.GetReason()); err != nil {
+		return nil, err
+	}
+	by, err := author(ctx, "by", m.GetBy())
+	if err != nil {
 		return nil, err
 	}
 	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_DENIED, "", func(x *pb.Execution) {
 		x.Reason = m.GetReason()
-		x.AuthorizedBy = m.GetBy()
+		x.AuthorizedBy = by
 	})
 	if err != nil {
 		return nil, err
@@ -92,11 +115,14 @@ func (s *ExecutionService) Deny(ctx context.Context, req *connect.Request[pb.Den
 	return connect.NewResponse(&pb.DenyResponse{Execution: x}), nil
 }
 
-// MarkDispatched wins the right to send to the target; exactly one caller wins.
+// MarkDispatched wins the right to send to the target; exactly one caller
+// wins. A retry with the winner's dispatch_token is answered as the winner
+// was; the DISPATCHED record carries the dispatch deadline.
 func (s *ExecutionService) MarkDispatched(ctx context.Context, req *connect.Request[pb.MarkDispatchedRequest]) (*connect.Response[pb.MarkDispatchedResponse], error) {
-	x, err := s.change(ctx, req.Msg.GetExecutionId(), pb.EventType_EVENT_TYPE_DISPATCHED, "", nil)
+	x, err := s.Ledger.Transition(ctx, ledger.Change{ExecutionID: req.Msg.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_DISPATCHED,
+		DispatchToken: req.Msg.GetDispatchToken()})
 	if err != nil {
-		return nil, err
+		return nil, connectError(err)
 	}
 	return connect.NewResponse(&pb.MarkDispatchedResponse{Execution: x}), nil
 }
@@ -154,7 +180,11 @@ func (s *ExecutionService) MarkDelivered(ctx context.Context, req *connect.Reque
 // Resolve settles an unknown outcome with evidence.
 func (s *ExecutionService) Resolve(ctx context.Context, req *connect.Request[pb.ResolveRequest]) (*connect.Response[pb.ResolveResponse], error) {
 	m := req.Msg
-	if err := checkText("by", m.GetBy(), "evidence", m.GetEvidence()); err != nil {
+	if err := checkText("evidence", m.GetEvidence()); err != nil {
+		return nil, err
+	}
+	by, err := author(ctx, "by", m.GetBy())
+	if err != nil {
 		return nil, err
 	}
 	var t pb.EventType
@@ -169,10 +199,7 @@ func (s *ExecutionService) Resolve(ctx context.Context, req *connect.Request[pb.
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("resolution must be RESOLUTION_COMPLETED or RESOLUTION_NOT_EXECUTED"))
 	}
-	evidence := m.GetEvidence()
-	if m.GetBy() != "" {
-		evidence = "by " + m.GetBy() + ": " + evidence
-	}
+	evidence := "by " + by + ": " + m.GetEvidence()
 	x, err := s.change(ctx, m.GetExecutionId(), t, evidence, func(x *pb.Execution) {
 		if t == pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED {
 			setResult(x, m.GetTargetStatus(), m.GetResultBody(), m.GetResultContentType())

@@ -108,6 +108,16 @@ func resolveBinding(b *contract.BudgetBinding, rawArgs []byte) (account string, 
 	return account, amount, currency, nil
 }
 
+// resumedHoldKey is the hold key of a budget-bound execution's dispatch
+// number x.DispatchCount after an earlier hold was released.
+func resumedHoldKey(x *pb.Execution) string {
+	base := x.GetOperationKey()
+	if base == "" {
+		base = x.GetExecutionId()
+	}
+	return base + "#dispatch-" + strconv.Itoa(int(x.GetDispatchCount()))
+}
+
 func holdOf(x *pb.Execution) BudgetHold {
 	return BudgetHold{
 		Account: x.GetBudgetAccount(), OperationKey: x.GetBudgetOperationKey(), RequestDigest: x.GetRequestDigest(),
@@ -139,6 +149,13 @@ func (s *Service) budgetEffect(ctx context.Context, x *pb.Execution, t pb.EventT
 	h := holdOf(x)
 	switch t {
 	case pb.EventType_EVENT_TYPE_DISPATCHED:
+		if x.GetBudgetOutcome() == BudgetReleased {
+			// A resumed dispatch (after NOT_EXECUTED released the hold) is
+			// a new spending attempt: it holds under its own key, derived
+			// from the dispatch count so a repeated decision finds it.
+			x.BudgetOperationKey = resumedHoldKey(x)
+			h = holdOf(x)
+		}
 		allowed, why, err := s.budget.Hold(ctx, h)
 		if err != nil {
 			return err

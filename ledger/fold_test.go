@@ -158,8 +158,8 @@ func TestCheckNextCorrupt(t *testing.T) {
 			c := sealChain("exe_01", pb.RetryClass_RETRY_CLASS_IRREVERSIBLE, stAccepted, stDispatched, stUnknown, stDispatched)
 			return c[2], c[3]
 		}},
-		{"event after DELIVERED", func() (*pb.Event, *pb.Event) {
-			c := sealChain("exe_01", ik, stAccepted, stDispatched, stResult, stDelivered, attached(sDelivered))
+		{"dispatch after DELIVERED", func() (*pb.Event, *pb.Event) {
+			c := sealChain("exe_01", ik, stAccepted, stDispatched, stResult, stDelivered, stDispatched)
 			return c[3], c[4]
 		}},
 		{"record state disagrees with DISPATCHED", func() (*pb.Event, *pb.Event) {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"strings"
+	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 )
@@ -67,6 +68,9 @@ type Views interface {
 	ListExecutions(ctx context.Context, q ListQuery) ([]*pb.Execution, string, error)
 	// WaitFor blocks until the views hold every event up to seq.
 	WaitFor(ctx context.Context, seq uint64) error
+	// Overdue lists (at most max) DISPATCHED executions whose dispatch
+	// deadline is at or before now, by id.
+	Overdue(ctx context.Context, now time.Time, max int) ([]string, error)
 }
 
 // ListQuery selects a page of executions.

@@ -7,7 +7,10 @@ import (
 
 // RecoveryFor is the recovery table of DESIGN.md §2: what the caller of an
 // attached Begin must do, given the prior execution's state and the tool's
-// retry class, and a sentence saying why nothing was resent.
+// retry class, and a sentence saying why nothing was resent. DELIVERED and
+// NOT_EXECUTED are reached only through an operation key. A DISPATCHED
+// prior past its dispatch deadline is expired first (MatchPrior says so),
+// so WAIT here always means "before the deadline".
 func RecoveryFor(s pb.State, class contract.RetryClass) (pb.Recovery, string) {
 	switch s {
 	case pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED:
@@ -31,6 +34,10 @@ func RecoveryFor(s pb.State, class contract.RetryClass) (pb.Recovery, string) {
 		return pb.Recovery_RECOVERY_RETURN_RESULT, "the target already answered; the stored result is returned and nothing was sent"
 	case pb.State_STATE_DENIED:
 		return pb.Recovery_RECOVERY_RETURN_DENIAL, "the prior execution was denied; the denial is returned and no new approval was opened"
+	case pb.State_STATE_DELIVERED:
+		return pb.Recovery_RECOVERY_RETURN_RESULT, "the operation key's execution already completed and its result was delivered; the stored result is returned and nothing was sent"
+	case pb.State_STATE_NOT_EXECUTED:
+		return pb.Recovery_RECOVERY_RESUME, "the operation key's execution was proven not to have run at the target; dispatch the same execution again (same Idempotency-Key)"
 	}
 	return pb.Recovery_RECOVERY_UNSPECIFIED, ""
 }

@@ -28,9 +28,9 @@ var recoveryTable = map[pb.State]struct {
 		// for review, the safe choice.
 		contract.ReadOnly: pb.Recovery_RECOVERY_NEEDS_REVIEW,
 	}},
-	// Final states are never attached to: no recovery.
-	sDelivered:                 {any: pb.Recovery_RECOVERY_UNSPECIFIED},
-	sNotExec:                   {any: pb.Recovery_RECOVERY_UNSPECIFIED},
+	// Reached through an operation key only (a fingerprint starts anew).
+	sDelivered:                 {any: pb.Recovery_RECOVERY_RETURN_RESULT},
+	sNotExec:                   {any: pb.Recovery_RECOVERY_RESUME},
 	pb.State_STATE_UNSPECIFIED: {any: pb.Recovery_RECOVERY_UNSPECIFIED},
 }
 
@@ -64,13 +64,15 @@ func TestRecoveryFor(t *testing.T) {
 	}
 }
 
-// Every attachable state has a recovery; nothing else does.
-func TestRecoveryForMatchesAttachable(t *testing.T) {
-	for _, s := range allStates {
+// Every state an attach may be appended in (an operation key attaches in
+// all of them) has a recovery; UNSPECIFIED has none.
+func TestRecoveryForCoversEveryAttach(t *testing.T) {
+	for _, s := range append(allStates, pb.State_STATE_UNSPECIFIED) {
+		_, attachErr := Transition(s, pb.EventType_EVENT_TYPE_ATTACHED, contract.StatusQuery)
 		for _, class := range contract.RetryClasses {
 			got, _ := RecoveryFor(s, class)
-			if (got != pb.Recovery_RECOVERY_UNSPECIFIED) != Attachable(s) {
-				t.Errorf("RecoveryFor(%s, %s) = %s but Attachable = %v", s, class, got, Attachable(s))
+			if (got != pb.Recovery_RECOVERY_UNSPECIFIED) != (attachErr == nil) {
+				t.Errorf("RecoveryFor(%s, %s) = %s but attach error = %v", s, class, got, attachErr)
 			}
 		}
 	}

@@ -131,6 +131,13 @@ func (s *Service) Begin(ctx context.Context, in BeginInput) (BeginResult, error)
 			return BeginResult{}, fmt.Errorf("%w: %s", ErrKeyReuse, m.Reason)
 		case MatchAttach:
 			res, err = s.attach(ctx, intent.Latest, in.Correlation, m)
+		case MatchExpire:
+			// Recorded once across gateways; whoever wins, the next round
+			// sees the prior out of DISPATCHED and gives the class recovery.
+			if _, _, err := s.ExpireOverdue(ctx, intent.Latest.Event.GetExecutionId()); err != nil {
+				return BeginResult{}, err
+			}
+			continue
 		default:
 			res, err = s.create(ctx, c, in, d, token, intent, IntentFilter(token))
 		}
@@ -273,6 +280,13 @@ type Change struct {
 	// reason, approver). It must not change the state.
 	Apply    func(x *pb.Execution)
 	Evidence string
+	// DispatchToken is the caller's token of a DISPATCHED transition. When
+	// the execution is already DISPATCHED under the same token, Transition
+	// returns it as it is (the caller won before and lost the answer).
+	DispatchToken string
+	// Require, when set, checks the current record before the transition
+	// (and again after every lost compare-and-set); its error refuses it.
+	Require func(x *pb.Execution, now time.Time) error
 }
 
 // Transition appends one lifecycle event with CAS on the execution's
@@ -280,6 +294,9 @@ type Change struct {
 // transition again, so the loser of a contested transition gets an
 // *IllegalTransitionError naming the winner's state.
 func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, error) {
+	if len(ch.DispatchToken) > MaxFieldBytes || !utf8.ValidString(ch.DispatchToken) {
+		return nil, fmt.Errorf("%w: dispatch_token must be valid UTF-8 of at most %d bytes", ErrInvalid, MaxFieldBytes)
+	}
 	subj, err := s.executionSubject(ctx, ch.ExecutionID)
 	if err != nil {
 		return nil, err
@@ -290,6 +307,15 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 			return nil, err
 		}
 		x := cloneExecution(h.Event)
+		if ch.Event == pb.EventType_EVENT_TYPE_DISPATCHED && ch.DispatchToken != "" &&
+			x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchToken() == ch.DispatchToken {
+			return withSeq(x, h.Seq), nil
+		}
+		if ch.Require != nil {
+			if err := ch.Require(x, s.now()); err != nil {
+				return nil, err
+			}
+		}
 		to, err := Transition(x.GetState(), ch.Event, classOf(x.GetRetryClass()))
 		if err != nil {
 			var ite *IllegalTransitionError
@@ -299,7 +325,13 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 			return nil, err
 		}
 		now := s.now()
+		if err := s.checkDeadline(x, ch.Event, now); err != nil {
+			return nil, err
+		}
 		stamp(x, ch.Event, now)
+		if ch.Event == pb.EventType_EVENT_TYPE_DISPATCHED {
+			s.setDispatch(x, ch.DispatchToken, now)
+		}
 		if ch.Apply != nil {
 			ch.Apply(x)
 		}

@@ -17,18 +17,25 @@ type rule struct {
 	keep bool
 }
 
-// attachable are the states in which a prior execution absorbs a retry
-// (DESIGN.md §2, matching). DELIVERED and NOT_EXECUTED are final: the same
-// action afterwards is a new execution.
+// attachable are the states in which a prior execution found by its
+// fingerprint absorbs a retry (DESIGN.md §2, matching). After DELIVERED or
+// NOT_EXECUTED the same action without an operation key is a new execution.
 var attachable = []pb.State{
 	pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_AUTHORIZED,
 	pb.State_STATE_NOT_SENT, pb.State_STATE_DISPATCHED, pb.State_STATE_OUTCOME_UNKNOWN,
 	pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DENIED,
 }
 
+// keyAttachable are the states in which a prior execution found by its
+// operation key absorbs a retry: every state. One key is one operation for
+// as long as the contract's key retention keeps it.
+var keyAttachable = append(append([]pb.State(nil), attachable...), pb.State_STATE_DELIVERED, pb.State_STATE_NOT_EXECUTED)
+
 // transitions is the lifecycle of DESIGN.md §2 as a table. Dispatch from
 // ACCEPTED is allowed because ACCEPTED (as opposed to AWAITING_APPROVAL)
-// means the session authorization covers the tool.
+// means the session authorization covers the tool; dispatch from
+// NOT_EXECUTED resumes an execution whose absence at the target was proven
+// (same execution id, so the same Idempotency-Key).
 var transitions = map[pb.EventType]rule{
 	pb.EventType_EVENT_TYPE_AUTHORIZED: {
 		from: []pb.State{pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL},
@@ -39,7 +46,7 @@ var transitions = map[pb.EventType]rule{
 		to:   pb.State_STATE_DENIED,
 	},
 	pb.EventType_EVENT_TYPE_DISPATCHED: {
-		from: []pb.State{pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED, pb.State_STATE_NOT_SENT},
+		from: []pb.State{pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED, pb.State_STATE_NOT_SENT, pb.State_STATE_NOT_EXECUTED},
 		to:   pb.State_STATE_DISPATCHED,
 	},
 	pb.EventType_EVENT_TYPE_NOT_SENT: {
@@ -69,7 +76,7 @@ var transitions = map[pb.EventType]rule{
 		to:   pb.State_STATE_DELIVERED,
 	},
 	pb.EventType_EVENT_TYPE_ATTACHED: {
-		from: attachable,
+		from: keyAttachable,
 		keep: true,
 	},
 }
@@ -106,7 +113,9 @@ func allowedFrom(t pb.EventType, class contract.RetryClass) []pb.State {
 	return want
 }
 
-// Attachable reports whether an execution in state s absorbs a retry.
+// Attachable reports whether an execution in state s absorbs a retry
+// matched by fingerprint (a retry matched by operation key attaches in
+// every state).
 func Attachable(s pb.State) bool {
 	for _, a := range attachable {
 		if a == s {
@@ -116,9 +125,11 @@ func Attachable(s pb.State) bool {
 	return false
 }
 
-// Final reports whether no event can move an execution in state s any more.
+// Final reports whether no event can move an execution in state s to
+// another state any more (a retry may still attach to it).
+// NOT_EXECUTED is not final: the same execution may be dispatched again.
 func Final(s pb.State) bool {
-	return s == pb.State_STATE_DELIVERED || s == pb.State_STATE_NOT_EXECUTED
+	return s == pb.State_STATE_DELIVERED
 }
 
 // IllegalTransitionError says that an event does not fit the execution's

@@ -68,7 +68,10 @@ var legalTransitions = map[edge]legalRule{
 	{sAccepted, pb.EventType_EVENT_TYPE_DISPATCHED}: {sDisp, anyClass},
 	{sAuthd, pb.EventType_EVENT_TYPE_DISPATCHED}:    {sDisp, anyClass},
 	{sNotSent, pb.EventType_EVENT_TYPE_DISPATCHED}:  {sDisp, anyClass},
-	{sUnknown, pb.EventType_EVENT_TYPE_DISPATCHED}:  {sDisp, contract.IdempotencyKey},
+	// NOT_EXECUTED (absence proven) resumes the same execution when its
+	// operation key is retried: same id, same Idempotency-Key.
+	{sNotExec, pb.EventType_EVENT_TYPE_DISPATCHED}: {sDisp, anyClass},
+	{sUnknown, pb.EventType_EVENT_TYPE_DISPATCHED}: {sDisp, contract.IdempotencyKey},
 
 	// NOT_SENT: DISPATCHED is appended before any byte goes out, so "no byte
 	// left the process" is learned after the dispatch was won.
@@ -83,8 +86,11 @@ var legalTransitions = map[edge]legalRule{
 	// Result observed and result delivered are separate states.
 	{sCompleted, pb.EventType_EVENT_TYPE_DELIVERED}: {sDelivered, anyClass},
 
-	// Attach keeps the state, in exactly the attachable states of §2's
-	// matching rule.
+	// Attach keeps the state, in every state: a fingerprint attaches only
+	// in Attachable states, an operation key in any (DELIVERED returns the
+	// stored result, NOT_EXECUTED resumes).
+	{sDelivered, pb.EventType_EVENT_TYPE_ATTACHED}: {sDelivered, anyClass},
+	{sNotExec, pb.EventType_EVENT_TYPE_ATTACHED}:   {sNotExec, anyClass},
 	{sAccepted, pb.EventType_EVENT_TYPE_ATTACHED}:  {sAccepted, anyClass},
 	{sAwaiting, pb.EventType_EVENT_TYPE_ATTACHED}:  {sAwaiting, anyClass},
 	{sAuthd, pb.EventType_EVENT_TYPE_ATTACHED}:     {sAuthd, anyClass},
@@ -164,10 +170,10 @@ func TestTransitionTable(t *testing.T) {
 	if cases != 440 {
 		t.Fatalf("ran %d cases, want 10 states x 11 events x 4 classes = 440", cases)
 	}
-	// 23 edges for every class (4 each) plus OUTCOME_UNKNOWN->DISPATCHED for
+	// 26 edges for every class (4 each) plus OUTCOME_UNKNOWN->DISPATCHED for
 	// idempotency_key only.
-	if legal != 23*4+1 {
-		t.Fatalf("%d legal cases, want %d", legal, 23*4+1)
+	if legal != 26*4+1 {
+		t.Fatalf("%d legal cases, want %d", legal, 26*4+1)
 	}
 }
 
@@ -185,12 +191,16 @@ func TestTransitionNotableRules(t *testing.T) {
 		if (err == nil) != (class == contract.IdempotencyKey) {
 			t.Errorf("%s: OUTCOME_UNKNOWN->DISPATCHED err=%v; legal only for idempotency_key", class, err)
 		}
-		for _, s := range []pb.State{sDelivered, sNotExec} {
-			for _, ev := range transitionEvents(t) {
-				if to, err := Transition(s, ev, class); err == nil {
-					t.Errorf("%s: final %s accepted %s -> %s", class, s, ev, to)
-				}
+		// DELIVERED is final: only an attach (which keeps it) applies.
+		for _, ev := range transitionEvents(t) {
+			to, err := Transition(sDelivered, ev, class)
+			if (err == nil) != (ev == pb.EventType_EVENT_TYPE_ATTACHED) || (err == nil && to != sDelivered) {
+				t.Errorf("%s: final DELIVERED with %s -> %s, %v", class, ev, to, err)
 			}
+		}
+		// NOT_EXECUTED resumes: DISPATCHED again, same execution.
+		if to, err := Transition(sNotExec, pb.EventType_EVENT_TYPE_DISPATCHED, class); err != nil || to != sDisp {
+			t.Errorf("%s: NOT_EXECUTED->DISPATCHED (resume) = %s, %v", class, to, err)
 		}
 	}
 }
@@ -231,7 +241,7 @@ func TestAttachable(t *testing.T) {
 
 func TestFinal(t *testing.T) {
 	for _, s := range append(allStates, pb.State_STATE_UNSPECIFIED) {
-		want := s == sDelivered || s == sNotExec
+		want := s == sDelivered
 		if got := Final(s); got != want {
 			t.Errorf("Final(%s) = %v, want %v", s, got, want)
 		}

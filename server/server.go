@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/oklog/ulid/v2"
 	"github.com/portcullis-dev/portcullis/audit"
+	"github.com/portcullis-dev/portcullis/auth"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/console"
@@ -34,6 +36,7 @@ import (
 	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+	"github.com/portcullis-dev/portcullis/toolcall"
 )
 
 // Limits of the API listener.
@@ -43,6 +46,9 @@ const (
 	shutdownWaitMax   = 15 * time.Second
 	drainWaitMax      = 5 * time.Second
 	projectorRestart  = time.Second
+	// SweepEvery is how often every gateway expires DISPATCHED executions
+	// past their dispatch deadline (ledger.Service.SweepOverdue).
+	SweepEvery = 2 * time.Second
 )
 
 // Options configure a gateway; cmd/portcullis fills them from flags.
@@ -72,6 +78,9 @@ type Options struct {
 	// CheckpointEvery is how often the gateway seals signed checkpoints
 	// over the streams (0: DefaultCheckpointEvery); it also seals on shutdown.
 	CheckpointEvery time.Duration
+	// TLSCert and TLSKey serve the API over TLS; ClientCA (PEM) verifies
+	// client certificates, which callers.X.cert_sha256 maps to callers.
+	TLSCert, TLSKey, ClientCA string
 	// ConsoleAuth signs callers in to /console (nil: nobody can sign in).
 	// TODO(lead): replace with auth/'s principals from the config's callers.
 	ConsoleAuth console.Authenticator
@@ -93,6 +102,9 @@ type Gateway struct {
 	Projector     *projector.Projector
 	Budget        *projector.Projector
 	Views         *pebbleviews.Views
+	// Auth authenticates API callers (the config's callers:); other routes
+	// of the listener use it through auth.Middleware.
+	Auth *auth.Authenticator
 
 	log     *slog.Logger
 	http    *http.Server
@@ -131,7 +143,15 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{ID: id, log: lg.With("gateway", id)}
+	authn, err := newAuthenticator(cfg, o, lg)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := serverTLS(o)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{ID: id, log: lg.With("gateway", id), Auth: authn}
 	ok := false
 	defer func() {
 		if !ok {
@@ -186,10 +206,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(3)
+	g.wg.Add(4)
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
 	go g.runSealer(runCtx, o.CheckpointEvery)
+	go g.runSweep(runCtx)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
 	if err != nil {
@@ -210,8 +231,16 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
 	}
 	g.Addr = ln.Addr().String()
-	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
-	if g.http, err = newHTTPServer(g, mg, cfg, o); err != nil {
+	scheme := "http://"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https://"
+	}
+	mg.SetOwners(sessionOwners{js: g.nats.js}, scheme+g.Addr)
+	binder, err := toolcall.New(cfg.Tools)
+	if err != nil {
+		return nil, err
+	}
+	if g.http, err = newHTTPServer(g, mg, cfg, o, binder, auth.NewInterceptor(authn, auth.Policy{ExecutionActor: g.executionActor}, g.log)); err != nil {
 		return nil, err
 	}
 	g.wg.Add(1)
@@ -226,11 +255,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options) (*http.Server, error) {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, binder *toolcall.Binder, authz connect.Interceptor) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mg.Handler())
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}
-	executions := &gateway.ExecutionService{Ledger: g.Ledger}
+	// Every Connect service goes through the caller check; health and
+	// reflection stay open. The console calls the same services in process
+	// with the signed-in caller in the context.
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithInterceptors(authz)}
+	executions := &gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}
 	budgets := &gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}
 	approvals := &gateway.ApprovalService{Ledger: g.Ledger}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(executions, opts...))
@@ -253,8 +285,20 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options) (
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout}, nil
+	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout, ConnContext: auth.ConnContext,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}, nil
+}
+
+// executionActor is the actor of a recorded execution, for the policy that
+// keeps an executor to the actors it acts for.
+func (g *Gateway) executionActor(ctx context.Context, id string) (string, error) {
+	x, err := g.Ledger.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return x.GetActor(), nil
 }
 
 // runProjector keeps the views folding; after a failure it starts again
@@ -304,6 +348,28 @@ func (g *Gateway) runSealer(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			if err := g.sealer.seal(ctx); err != nil {
 				g.log.Warn("checkpoint", "err", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// runSweep expires overdue dispatches every SweepEvery until ctx ends, so
+// a dispatch whose gateway died is recorded OUTCOME_UNKNOWN by a living one.
+func (g *Gateway) runSweep(ctx context.Context) {
+	defer g.wg.Done()
+	t := time.NewTicker(SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			n, err := g.Ledger.SweepOverdue(ctx)
+			if err != nil && ctx.Err() == nil {
+				g.log.Warn("deadline sweep", "err", err)
+			}
+			if n > 0 {
+				g.log.Info("deadline sweep: recorded outcome unknown", "executions", n)
 			}
 		case <-ctx.Done():
 			return

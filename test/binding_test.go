@@ -18,7 +18,8 @@ import (
 // denial by the budget denies the execution.
 func TestBudgetBoundExecutions(t *testing.T) {
 	ctx := context.Background()
-	g := startGateway(t, "", nil)
+	clk := &clock{}
+	g := startGateway(t, "", clk)
 	c, b := client(g), budgetClient(g)
 	mustOK(t)(b.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50_000, Currency: "GBP"})))
 	account := func() *pb.Account {
@@ -70,7 +71,9 @@ func TestBudgetBoundExecutions(t *testing.T) {
 	if r := pay("op-C", 9_000, "5"); r.GetRecovery() != pb.Recovery_RECOVERY_RETURN_DENIAL {
 		t.Fatalf("retry of a budget denial: %v", r.GetRecovery())
 	}
-	mustOK(t)(c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: bID, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, By: "ops", Evidence: "status endpoint: no such payment"})))
+	// Absence is provable only after the dispatch deadline.
+	clk.Advance(contractTimeout + ledger.DispatchGrace)
+	mustOK(t)(c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: bID, Resolution: pb.Resolution_RESOLUTION_NOT_EXECUTED, Evidence: "status endpoint: no such payment"})))
 	if acc := account(); acc.GetHeld() != 0 || acc.GetSpent() != 12_000 {
 		t.Fatalf("after not executed: %v", acc)
 	}
@@ -88,6 +91,19 @@ func TestBudgetBoundExecutions(t *testing.T) {
 	// A bad binding (amount missing) is refused before anything is appended.
 	_, err = c.Begin(ctx, beginReq("pay_invoice", args(t, map[string]any{"account": "acme"}), "op-Z", "7"))
 	wantCode(t, err, connect.CodeInvalidArgument, "amount")
+
+	// Op B's key after NOT_EXECUTED resumes the same execution, and its
+	// dispatch holds the amount again.
+	if r := pay("op-B", 30_000, "8"); r.GetRecovery() != pb.Recovery_RECOVERY_RESUME || r.GetExecution().GetExecutionId() != bID {
+		t.Fatalf("op B after not executed: %v", r)
+	}
+	resumed, err := c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: bID}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc := account(); acc.GetHeld() != 30_000 || resumed.Msg.GetExecution().GetBudgetOutcome() != "held" || resumed.Msg.GetExecution().GetBudgetOperationKey() != "op-B#dispatch-2" {
+		t.Fatalf("resumed op B: %v, outcome %q", acc, resumed.Msg.GetExecution().GetBudgetOutcome())
+	}
 }
 
 // stuckBudget never answers: the gateway "crashes" between appending a

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/auth"
 	"github.com/portcullis-dev/portcullis/budget"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -82,7 +83,7 @@ func TestBudgetWorkedExample(t *testing.T) {
 	g := startGateway(t, "", nil)
 	c := budgetClient(g)
 	s := budgetStream(t, g)
-	if _, err := c.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50_000, Currency: "GBP", Delegator: "cfo"})); err != nil {
+	if _, err := c.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50_000, Currency: "GBP"})); err != nil {
 		t.Fatal(err)
 	}
 	// Spent 30 000: an earlier payment, confirmed.
@@ -125,13 +126,13 @@ func TestBudgetWorkedExample(t *testing.T) {
 	}
 	// With an override: held, and the record still says over the limit.
 	req := reserve("acme", "op-B", "sha256:same", 12_000)
-	req.Msg.Override = &pb.Override{By: "cfo", Reason: "quarter-end"}
+	req.Msg.Override = &pb.Override{Reason: "quarter-end"} // by: the caller
 	o, err := c.Reserve(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d = o.Msg.GetDecision()
-	if d.GetOutcome() != string(budget.Reserved) || d.GetWithinLimit() || !d.GetAllowed() || d.GetOverride().GetBy() != "cfo" || o.Msg.GetAccount().GetHeld() != 24_000 {
+	if d.GetOutcome() != string(budget.Reserved) || d.GetWithinLimit() || !d.GetAllowed() || d.GetOverride().GetBy() != auth.LocalOperator || o.Msg.GetAccount().GetHeld() != 24_000 {
 		t.Fatalf("override: %v", o.Msg)
 	}
 	holds, err := c.ListHolds(ctx, connect.NewRequest(&pb.ListHoldsRequest{Account: "acme"}))

@@ -60,7 +60,7 @@ func TestBudgetCommands(t *testing.T) {
 		t.Fatalf("verify of a clean ledger (exit %d): %s", code, out)
 	}
 	r := reserve("acme", "op-B", "sha256:same", 12_000)
-	r.Msg.Override = &pb.Override{By: "cfo", Reason: "quarter-end"}
+	r.Msg.Override = &pb.Override{Reason: "quarter-end"}
 	mustOK(t)(c.Reserve(ctx, r))
 	export := filepath.Join(t.TempDir(), "budget.jsonl")
 	if _, code := run("budget", "export", "--nats-url", url, "--out", export); code != 0 {

@@ -241,7 +241,7 @@ func TestContractsAndWindows(t *testing.T) {
 	}
 	_, err = c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id}))
 	wantCode(t, err, connect.CodeFailedPrecondition, "STATE_AWAITING_APPROVAL")
-	mustOK(t)(c.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{ExecutionId: id, By: "alice"})))
+	mustOK(t)(c.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{ExecutionId: id})))
 	mustOK(t)(c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id})))
 	mustOK(t)(c.RecordOutcomeUnknown(ctx, connect.NewRequest(&pb.RecordOutcomeUnknownRequest{ExecutionId: id, Reason: "ssh dropped"})))
 	clk.Advance(1000 * time.Hour)

@@ -41,6 +41,22 @@ tools:
   create_payment:
     retry: idempotency_key
     match_window: 10m
+    timeout: 10m   # dispatch deadline 10m5s: tests that restart gateways still see WAIT
+  refund_order:
+    retry: idempotency_key
+    match_window: 10m
+    key_retention: 48h
+  bound_deploy:
+    channel: http
+    target: http://127.0.0.1:1/deploys
+    method: POST
+    credential_ref: env:DEPLOY_TOKEN
+    input_schema:
+      type: object
+      properties: {release_id: {type: string}, replicas: {type: integer}}
+      required: [release_id]
+    retry: status_query
+    match_window: 1h
   rotate_credentials:
     retry: irreversible
     match_window: until_resolved

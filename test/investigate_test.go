@@ -83,12 +83,12 @@ func TestInvestigateIncidents(t *testing.T) {
 
 	// (c) A retry after an unknown outcome, held for review.
 	x := begin("rotate_credentials", "s-c", "1", "", map[string]any{"credential": "db-prod"})
-	mustOK(t)(c.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{ExecutionId: x.GetExecutionId(), By: "alice"})))
+	mustOK(t)(c.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{ExecutionId: x.GetExecutionId()})))
 	mustOK(t)(c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: x.GetExecutionId()})))
 	mustOK(t)(c.RecordOutcomeUnknown(ctx, connect.NewRequest(&pb.RecordOutcomeUnknownRequest{ExecutionId: x.GetExecutionId(), Reason: "ssh connection dropped"})))
 	begin("rotate_credentials", "s-c", "2", "", map[string]any{"credential": "db-prod"})
 	inv = investigate(x.GetExecutionId())
-	want(inv, "one", "yes: it was dispatched after authorization by alice", "no: the outcome is unknown", "not applicable", "reused")
+	want(inv, "one", "yes: it was dispatched after authorization by local-operator", "no: the outcome is unknown", "not applicable", "reused")
 	if !strings.Contains(inv.Answers[4].Answer, "held for review") {
 		t.Fatalf("answer 5: %q", inv.Answers[4].Answer)
 	}

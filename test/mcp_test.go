@@ -346,7 +346,7 @@ func TestMCPPerUseApproval(t *testing.T) {
 	if list := cli("approvals", "list"); strings.Count(list, "act_") != 1 || !strings.Contains(list, id) {
 		t.Fatalf("pending list:\n%s", list)
 	}
-	cli("approvals", "approve", id, "--by", "alice")
+	cli("approvals", "approve", id)
 	if r := call("db-prod"); r["state"] != "completed" || tg.performed.Load() != 1 {
 		t.Fatalf("after approval: %v, performed %d", r, tg.performed.Load())
 	}
@@ -357,7 +357,7 @@ func TestMCPPerUseApproval(t *testing.T) {
 		t.Fatalf("the same call after delivery: %v, target saw %d", r, tg.seen.Load())
 	}
 	other := call("db-staging")["execution_id"].(string)
-	cli("approvals", "deny", other, "--by", "bob", "--reason", "not during the freeze")
+	cli("approvals", "deny", other, "--reason", "not during the freeze")
 	if r := call("db-staging"); r["state"] != "denied" || !strings.Contains(r["why"].(string), "freeze") {
 		t.Fatalf("retry after denial: %v", r)
 	}

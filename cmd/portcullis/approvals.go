@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -13,16 +12,25 @@ import (
 
 func approvalsCmd() *cobra.Command {
 	var addr string
-	client := func() portcullisv1connect.ApprovalServiceClient {
-		return portcullisv1connect.NewApprovalServiceClient(http.DefaultClient, addr)
-	}
 	cmd := &cobra.Command{Use: "approvals", Short: "Decide executions of per_use tools (through a running gateway's API)"}
 	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	httpClient := apiFlags(cmd, true)
+	client := func() (portcullisv1connect.ApprovalServiceClient, error) {
+		hc, err := httpClient()
+		if err != nil {
+			return nil, err
+		}
+		return portcullisv1connect.NewApprovalServiceClient(hc, addr), nil
+	}
 
 	list := &cobra.Command{
 		Use: "list", Short: "List executions waiting for approval, with their original records", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := client().ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{}))
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			res, err := c.ListPending(cmd.Context(), connect.NewRequest(&pb.ListPendingRequest{}))
 			if err != nil {
 				return err
 			}
@@ -42,28 +50,37 @@ func approvalsCmd() *cobra.Command {
 	approve := &cobra.Command{
 		Use: "approve EXECUTION_ID", Short: "Approve a pending execution", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := client().Approve(cmd.Context(), connect.NewRequest(&pb.ApproveRequest{ExecutionId: args[0], By: by}))
+			c, err := client()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", res.Msg.GetExecution().GetExecutionId(), res.Msg.GetExecution().GetState(), by)
+			res, err := c.Approve(cmd.Context(), connect.NewRequest(&pb.ApproveRequest{ExecutionId: args[0], By: by}))
+			if err != nil {
+				return err
+			}
+			x := res.Msg.GetExecution()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", x.GetExecutionId(), x.GetState(), x.GetAuthorizedBy())
 			return nil
 		},
 	}
 	deny := &cobra.Command{
 		Use: "deny EXECUTION_ID", Short: "Deny a pending execution", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := client().Deny(cmd.Context(), connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: args[0], By: by, Reason: reason}))
+			c, err := client()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", res.Msg.GetExecution().GetExecutionId(), res.Msg.GetExecution().GetState(), by)
+			res, err := c.Deny(cmd.Context(), connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: args[0], By: by, Reason: reason}))
+			if err != nil {
+				return err
+			}
+			x := res.Msg.GetExecution()
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", x.GetExecutionId(), x.GetState(), x.GetAuthorizedBy())
 			return nil
 		},
 	}
 	for _, c := range []*cobra.Command{approve, deny} {
-		c.Flags().StringVar(&by, "by", "", "who decides (required)")
-		_ = c.MarkFlagRequired("by")
+		c.Flags().StringVar(&by, "by", "", "who decides: optional, and refused unless it is the caller the token authenticates (the gateway records the caller)")
 	}
 	deny.Flags().StringVar(&reason, "reason", "", "why")
 	cmd.AddCommand(list, approve, deny)

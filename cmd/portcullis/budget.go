@@ -31,12 +31,17 @@ func budgetCmd() *cobra.Command {
 
 func budgetShowCmd() *cobra.Command {
 	var addr string
+	var httpClient func() (*http.Client, error)
 	cmd := &cobra.Command{
 		Use:   "show ACCOUNT",
 		Short: "Show an account and its open holds (through a running gateway's API)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := portcullisv1connect.NewBudgetServiceClient(http.DefaultClient, addr)
+			hc, err := httpClient()
+			if err != nil {
+				return err
+			}
+			c := portcullisv1connect.NewBudgetServiceClient(hc, addr)
 			ctx := cmd.Context()
 			acc, err := c.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: args[0]}))
 			if err != nil {
@@ -59,6 +64,7 @@ func budgetShowCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	httpClient = apiFlags(cmd, false)
 	return cmd
 }
 

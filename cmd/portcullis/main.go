@@ -75,6 +75,9 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.ConfigPath, "config", "", "YAML config with tool contracts")
 	cmd.Flags().DurationVar(&o.CheckpointEvery, "checkpoint-every", server.DefaultCheckpointEvery, "how often to seal signed checkpoints over the streams (also on shutdown)")
 	cmd.Flags().StringVar(&o.GatewayID, "gateway-id", "", "id of this gateway in the ledger (default: config gateway.id, else one kept in the data dir)")
+	cmd.Flags().StringVar(&o.TLSCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
+	cmd.Flags().StringVar(&o.TLSKey, "tls-key", "", "private key of --tls-cert (PEM)")
+	cmd.Flags().StringVar(&o.ClientCA, "client-ca", "", "verify client certificates signed by this CA (PEM); callers.NAME.cert_sha256 maps one to a caller")
 	return cmd
 }
 

@@ -258,3 +258,41 @@ func TestFollowingMessagesShareOneCondition(t *testing.T) {
 		t.Fatal("a following message without a leader was accepted")
 	}
 }
+
+// TestCompareAndSetAcrossWriters holds the condition to the server, not to
+// a writer's own cache: two Logs (two gateways' committers, each knowing
+// nothing of the other's writes) race for one subject, and the server
+// refuses the second write that expected the subject to be empty. With the
+// Nats-Expected-Last-Subject-Sequence header gone, both would land.
+func TestCompareAndSetAcrossWriters(t *testing.T) {
+	ctx := context.Background()
+	_, nc := natstest.Start(t)
+	open := func() *Log {
+		l, err := Open(ctx, nc, testSpec, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		return l
+	}
+	a, b := open(), open()
+	if _, err := a.Append(ctx, msg("t.x", 0)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Append(ctx, msg("t.x", 0))
+	var ce *ledger.ConflictError
+	if !errors.As(err, &ce) || ce.ActualSeq != 1 {
+		t.Fatalf("second writer expecting an empty subject: got %v, want a conflict naming sequence 1", err)
+	}
+	// The filter condition, too: an intent's new execution under
+	// t.intent.* must lose to the other writer's.
+	if _, err := a.Append(ctx, ledger.Message{Subject: "t.i.one", CheckSubject: "t.i.*", Event: testEvent("t.i.one", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(ctx, ledger.Message{Subject: "t.i.two", CheckSubject: "t.i.*", Event: testEvent("t.i.two", nil)}); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second writer creating under a moved filter: got %v, want ErrConflict", err)
+	}
+	if n := streamMsgs(t, a); n != 2 {
+		t.Fatalf("stream holds %d events, want 2", n)
+	}
+}

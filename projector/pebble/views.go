@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -30,6 +31,9 @@ var (
 	execIDPrefix     = []byte("x/") // execution id → execution subject
 	checkpointPrefix = []byte("c/") // stream → 8-byte last applied sequence
 	digestPrefix     = []byte("g/") // stream → running digest up to the checkpoint
+	// dispatched execution id → 8-byte dispatch deadline (Unix ns), only
+	// while the execution is DISPATCHED: the deadline sweep scans it.
+	dispatchedPrefix = []byte("d/")
 )
 
 // blockCacheBytes is the Pebble block cache of one gateway's views.
@@ -114,6 +118,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 				return err
 			}
 		}
+		if err := setDispatched(b, r.Event.GetExecutionChanged().GetExecution()); err != nil {
+			return err
+		}
 	}
 	for token, in := range intents {
 		val := make([]byte, 8+len(in.LatestSubject))
@@ -131,6 +138,44 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	}
 	v.setApplied(stream, mark.Seq)
 	return nil
+}
+
+// setDispatched keeps the dispatched index: a row while the execution is
+// DISPATCHED (its latest deadline), none once it has left (every execution
+// that left DISPATCHED still carries the deadline it had).
+func setDispatched(b *pebble.Batch, x *pb.Execution) error {
+	if x.GetDispatchDeadline() == nil {
+		return nil
+	}
+	k := key(dispatchedPrefix, x.GetExecutionId())
+	if x.GetState() != pb.State_STATE_DISPATCHED {
+		return b.Delete(k, nil)
+	}
+	var d [8]byte
+	binary.BigEndian.PutUint64(d[:], uint64(x.GetDispatchDeadline().AsTime().UnixNano()))
+	return b.Set(k, d[:], nil)
+}
+
+// Overdue lists DISPATCHED executions whose deadline is at or before now
+// (at most max), scanning the dispatched index: it holds only executions
+// in flight.
+func (v *Views) Overdue(_ context.Context, now time.Time, max int) ([]string, error) {
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: dispatchedPrefix, UpperBound: prefixEnd(dispatchedPrefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok && len(out) < max; ok = it.Next() {
+		val := it.Value()
+		if len(val) != 8 {
+			return nil, fmt.Errorf("view dispatched %s: %w: short row", it.Key(), ledger.ErrCorrupt)
+		}
+		if int64(binary.BigEndian.Uint64(val)) <= now.UnixNano() {
+			out = append(out, string(it.Key()[len(dispatchedPrefix):]))
+		}
+	}
+	return out, it.Error()
 }
 
 // setMark writes the checkpoint (8-byte sequence) and, beside it, the

@@ -333,8 +333,14 @@ type Action struct {
 	Target        string                 `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
 	CredentialRef string                 `protobuf:"bytes,5,opt,name=credential_ref,json=credentialRef,proto3" json:"credential_ref,omitempty"`
 	Method        string                 `protobuf:"bytes,6,opt,name=method,proto3" json:"method,omitempty"`
-	Arguments     *structpb.Struct       `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
-	IntentScope   string                 `protobuf:"bytes,8,opt,name=intent_scope,json=intentScope,proto3" json:"intent_scope,omitempty"`
+	// Arguments as a Struct (numbers become doubles: integers beyond 2^53
+	// lose digits). Prefer arguments_json; giving both is invalid.
+	Arguments *structpb.Struct `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Empty: the authenticated agent is the scope (the actor is already in the
+	// canonical record). A value narrows it, e.g. "run:5f8097".
+	IntentScope string `protobuf:"bytes,8,opt,name=intent_scope,json=intentScope,proto3" json:"intent_scope,omitempty"`
+	// Arguments as the raw text of one JSON object; numbers keep every digit.
+	ArgumentsJson string `protobuf:"bytes,9,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +427,13 @@ func (x *Action) GetArguments() *structpb.Struct {
 func (x *Action) GetIntentScope() string {
 	if x != nil {
 		return x.IntentScope
+	}
+	return ""
+}
+
+func (x *Action) GetArgumentsJson() string {
+	if x != nil {
+		return x.ArgumentsJson
 	}
 	return ""
 }
@@ -663,6 +676,13 @@ type Execution struct {
 	BudgetOperationKey string `protobuf:"bytes,36,opt,name=budget_operation_key,json=budgetOperationKey,proto3" json:"budget_operation_key,omitempty"`
 	// held, denied, spent, released; "" before the hold is taken.
 	BudgetOutcome string `protobuf:"bytes,37,opt,name=budget_outcome,json=budgetOutcome,proto3" json:"budget_outcome,omitempty"`
+	// Set by every DISPATCHED transition: dispatch time + the tool's timeout +
+	// the ledger's dispatch grace. Past it with no result, any gateway records
+	// OUTCOME_UNKNOWN, and a status query's "not found" proves absence.
+	DispatchDeadline *timestamppb.Timestamp `protobuf:"bytes,38,opt,name=dispatch_deadline,json=dispatchDeadline,proto3" json:"dispatch_deadline,omitempty"`
+	// The caller-chosen token of the MarkDispatched that won the current
+	// dispatch; asking again with it answers as the winner was answered.
+	DispatchToken string `protobuf:"bytes,39,opt,name=dispatch_token,json=dispatchToken,proto3" json:"dispatch_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -956,6 +976,20 @@ func (x *Execution) GetBudgetOutcome() string {
 	return ""
 }
 
+func (x *Execution) GetDispatchDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DispatchDeadline
+	}
+	return nil
+}
+
+func (x *Execution) GetDispatchToken() string {
+	if x != nil {
+		return x.DispatchToken
+	}
+	return ""
+}
+
 type AuthorizeRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
@@ -1158,8 +1192,13 @@ func (x *DenyResponse) GetExecution() *Execution {
 }
 
 type MarkDispatchedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Caller-chosen token (at most 512 bytes). A retry with the same token
+	// while the execution is still in that dispatch succeeds with the same
+	// execution, so a caller whose call timed out learns that it won; any
+	// other token loses with failed_precondition.
+	DispatchToken string `protobuf:"bytes,2,opt,name=dispatch_token,json=dispatchToken,proto3" json:"dispatch_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1197,6 +1236,13 @@ func (*MarkDispatchedRequest) Descriptor() ([]byte, []int) {
 func (x *MarkDispatchedRequest) GetExecutionId() string {
 	if x != nil {
 		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *MarkDispatchedRequest) GetDispatchToken() string {
+	if x != nil {
+		return x.DispatchToken
 	}
 	return ""
 }
@@ -1992,7 +2038,7 @@ var File_portcullis_v1_execution_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\n" +
-	"\x1dportcullis/v1/execution.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x01\n" +
+	"\x1dportcullis/v1/execution.proto\x12\rportcullis.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x02\n" +
 	"\x06Action\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x18\n" +
@@ -2001,7 +2047,8 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\x0ecredential_ref\x18\x05 \x01(\tR\rcredentialRef\x12\x16\n" +
 	"\x06method\x18\x06 \x01(\tR\x06method\x125\n" +
 	"\targuments\x18\a \x01(\v2\x17.google.protobuf.StructR\targuments\x12!\n" +
-	"\fintent_scope\x18\b \x01(\tR\vintentScope\"K\n" +
+	"\fintent_scope\x18\b \x01(\tR\vintentScope\x12%\n" +
+	"\x0earguments_json\x18\t \x01(\tR\rargumentsJson\"K\n" +
 	"\vCorrelation\x12\x1d\n" +
 	"\n" +
 	"jsonrpc_id\x18\x01 \x01(\tR\tjsonrpcId\x12\x1d\n" +
@@ -2015,7 +2062,7 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\bdecision\x18\x01 \x01(\x0e2\x17.portcullis.v1.DecisionR\bdecision\x126\n" +
 	"\texecution\x18\x02 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\x123\n" +
 	"\brecovery\x18\x03 \x01(\x0e2\x17.portcullis.v1.RecoveryR\brecovery\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xf6\v\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xe6\f\n" +
 	"\tExecution\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12*\n" +
@@ -2060,7 +2107,9 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\rbudget_amount\x18\" \x01(\x03R\fbudgetAmount\x12'\n" +
 	"\x0fbudget_currency\x18# \x01(\tR\x0ebudgetCurrency\x120\n" +
 	"\x14budget_operation_key\x18$ \x01(\tR\x12budgetOperationKey\x12%\n" +
-	"\x0ebudget_outcome\x18% \x01(\tR\rbudgetOutcome\"E\n" +
+	"\x0ebudget_outcome\x18% \x01(\tR\rbudgetOutcome\x12G\n" +
+	"\x11dispatch_deadline\x18& \x01(\v2\x1a.google.protobuf.TimestampR\x10dispatchDeadline\x12%\n" +
+	"\x0edispatch_token\x18' \x01(\tR\rdispatchToken\"E\n" +
 	"\x10AuthorizeRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\"K\n" +
@@ -2071,9 +2120,10 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"F\n" +
 	"\fDenyResponse\x126\n" +
-	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\":\n" +
+	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\"a\n" +
 	"\x15MarkDispatchedRequest\x12!\n" +
-	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"P\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12%\n" +
+	"\x0edispatch_token\x18\x02 \x01(\tR\rdispatchToken\"P\n" +
 	"\x16MarkDispatchedResponse\x126\n" +
 	"\texecution\x18\x01 \x01(\v2\x18.portcullis.v1.ExecutionR\texecution\"O\n" +
 	"\x12MarkNotSentRequest\x12!\n" +
@@ -2242,45 +2292,46 @@ var file_portcullis_v1_execution_proto_depIdxs = []int32{
 	31, // 12: portcullis.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
 	31, // 13: portcullis.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 14: portcullis.v1.Execution.correlation:type_name -> portcullis.v1.Correlation
-	9,  // 15: portcullis.v1.AuthorizeResponse.execution:type_name -> portcullis.v1.Execution
-	9,  // 16: portcullis.v1.DenyResponse.execution:type_name -> portcullis.v1.Execution
-	9,  // 17: portcullis.v1.MarkDispatchedResponse.execution:type_name -> portcullis.v1.Execution
-	9,  // 18: portcullis.v1.MarkNotSentResponse.execution:type_name -> portcullis.v1.Execution
-	9,  // 19: portcullis.v1.RecordResultResponse.execution:type_name -> portcullis.v1.Execution
-	9,  // 20: portcullis.v1.RecordOutcomeUnknownResponse.execution:type_name -> portcullis.v1.Execution
-	9,  // 21: portcullis.v1.MarkDeliveredResponse.execution:type_name -> portcullis.v1.Execution
-	4,  // 22: portcullis.v1.ResolveRequest.resolution:type_name -> portcullis.v1.Resolution
-	9,  // 23: portcullis.v1.ResolveResponse.execution:type_name -> portcullis.v1.Execution
-	9,  // 24: portcullis.v1.GetExecutionResponse.execution:type_name -> portcullis.v1.Execution
-	0,  // 25: portcullis.v1.ListExecutionsRequest.state:type_name -> portcullis.v1.State
-	9,  // 26: portcullis.v1.ListExecutionsResponse.executions:type_name -> portcullis.v1.Execution
-	7,  // 27: portcullis.v1.ExecutionService.Begin:input_type -> portcullis.v1.BeginRequest
-	10, // 28: portcullis.v1.ExecutionService.Authorize:input_type -> portcullis.v1.AuthorizeRequest
-	12, // 29: portcullis.v1.ExecutionService.Deny:input_type -> portcullis.v1.DenyRequest
-	14, // 30: portcullis.v1.ExecutionService.MarkDispatched:input_type -> portcullis.v1.MarkDispatchedRequest
-	16, // 31: portcullis.v1.ExecutionService.MarkNotSent:input_type -> portcullis.v1.MarkNotSentRequest
-	18, // 32: portcullis.v1.ExecutionService.RecordResult:input_type -> portcullis.v1.RecordResultRequest
-	20, // 33: portcullis.v1.ExecutionService.RecordOutcomeUnknown:input_type -> portcullis.v1.RecordOutcomeUnknownRequest
-	22, // 34: portcullis.v1.ExecutionService.MarkDelivered:input_type -> portcullis.v1.MarkDeliveredRequest
-	24, // 35: portcullis.v1.ExecutionService.Resolve:input_type -> portcullis.v1.ResolveRequest
-	26, // 36: portcullis.v1.ExecutionService.GetExecution:input_type -> portcullis.v1.GetExecutionRequest
-	28, // 37: portcullis.v1.ExecutionService.ListExecutions:input_type -> portcullis.v1.ListExecutionsRequest
-	8,  // 38: portcullis.v1.ExecutionService.Begin:output_type -> portcullis.v1.BeginResponse
-	11, // 39: portcullis.v1.ExecutionService.Authorize:output_type -> portcullis.v1.AuthorizeResponse
-	13, // 40: portcullis.v1.ExecutionService.Deny:output_type -> portcullis.v1.DenyResponse
-	15, // 41: portcullis.v1.ExecutionService.MarkDispatched:output_type -> portcullis.v1.MarkDispatchedResponse
-	17, // 42: portcullis.v1.ExecutionService.MarkNotSent:output_type -> portcullis.v1.MarkNotSentResponse
-	19, // 43: portcullis.v1.ExecutionService.RecordResult:output_type -> portcullis.v1.RecordResultResponse
-	21, // 44: portcullis.v1.ExecutionService.RecordOutcomeUnknown:output_type -> portcullis.v1.RecordOutcomeUnknownResponse
-	23, // 45: portcullis.v1.ExecutionService.MarkDelivered:output_type -> portcullis.v1.MarkDeliveredResponse
-	25, // 46: portcullis.v1.ExecutionService.Resolve:output_type -> portcullis.v1.ResolveResponse
-	27, // 47: portcullis.v1.ExecutionService.GetExecution:output_type -> portcullis.v1.GetExecutionResponse
-	29, // 48: portcullis.v1.ExecutionService.ListExecutions:output_type -> portcullis.v1.ListExecutionsResponse
-	38, // [38:49] is the sub-list for method output_type
-	27, // [27:38] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	31, // 15: portcullis.v1.Execution.dispatch_deadline:type_name -> google.protobuf.Timestamp
+	9,  // 16: portcullis.v1.AuthorizeResponse.execution:type_name -> portcullis.v1.Execution
+	9,  // 17: portcullis.v1.DenyResponse.execution:type_name -> portcullis.v1.Execution
+	9,  // 18: portcullis.v1.MarkDispatchedResponse.execution:type_name -> portcullis.v1.Execution
+	9,  // 19: portcullis.v1.MarkNotSentResponse.execution:type_name -> portcullis.v1.Execution
+	9,  // 20: portcullis.v1.RecordResultResponse.execution:type_name -> portcullis.v1.Execution
+	9,  // 21: portcullis.v1.RecordOutcomeUnknownResponse.execution:type_name -> portcullis.v1.Execution
+	9,  // 22: portcullis.v1.MarkDeliveredResponse.execution:type_name -> portcullis.v1.Execution
+	4,  // 23: portcullis.v1.ResolveRequest.resolution:type_name -> portcullis.v1.Resolution
+	9,  // 24: portcullis.v1.ResolveResponse.execution:type_name -> portcullis.v1.Execution
+	9,  // 25: portcullis.v1.GetExecutionResponse.execution:type_name -> portcullis.v1.Execution
+	0,  // 26: portcullis.v1.ListExecutionsRequest.state:type_name -> portcullis.v1.State
+	9,  // 27: portcullis.v1.ListExecutionsResponse.executions:type_name -> portcullis.v1.Execution
+	7,  // 28: portcullis.v1.ExecutionService.Begin:input_type -> portcullis.v1.BeginRequest
+	10, // 29: portcullis.v1.ExecutionService.Authorize:input_type -> portcullis.v1.AuthorizeRequest
+	12, // 30: portcullis.v1.ExecutionService.Deny:input_type -> portcullis.v1.DenyRequest
+	14, // 31: portcullis.v1.ExecutionService.MarkDispatched:input_type -> portcullis.v1.MarkDispatchedRequest
+	16, // 32: portcullis.v1.ExecutionService.MarkNotSent:input_type -> portcullis.v1.MarkNotSentRequest
+	18, // 33: portcullis.v1.ExecutionService.RecordResult:input_type -> portcullis.v1.RecordResultRequest
+	20, // 34: portcullis.v1.ExecutionService.RecordOutcomeUnknown:input_type -> portcullis.v1.RecordOutcomeUnknownRequest
+	22, // 35: portcullis.v1.ExecutionService.MarkDelivered:input_type -> portcullis.v1.MarkDeliveredRequest
+	24, // 36: portcullis.v1.ExecutionService.Resolve:input_type -> portcullis.v1.ResolveRequest
+	26, // 37: portcullis.v1.ExecutionService.GetExecution:input_type -> portcullis.v1.GetExecutionRequest
+	28, // 38: portcullis.v1.ExecutionService.ListExecutions:input_type -> portcullis.v1.ListExecutionsRequest
+	8,  // 39: portcullis.v1.ExecutionService.Begin:output_type -> portcullis.v1.BeginResponse
+	11, // 40: portcullis.v1.ExecutionService.Authorize:output_type -> portcullis.v1.AuthorizeResponse
+	13, // 41: portcullis.v1.ExecutionService.Deny:output_type -> portcullis.v1.DenyResponse
+	15, // 42: portcullis.v1.ExecutionService.MarkDispatched:output_type -> portcullis.v1.MarkDispatchedResponse
+	17, // 43: portcullis.v1.ExecutionService.MarkNotSent:output_type -> portcullis.v1.MarkNotSentResponse
+	19, // 44: portcullis.v1.ExecutionService.RecordResult:output_type -> portcullis.v1.RecordResultResponse
+	21, // 45: portcullis.v1.ExecutionService.RecordOutcomeUnknown:output_type -> portcullis.v1.RecordOutcomeUnknownResponse
+	23, // 46: portcullis.v1.ExecutionService.MarkDelivered:output_type -> portcullis.v1.MarkDeliveredResponse
+	25, // 47: portcullis.v1.ExecutionService.Resolve:output_type -> portcullis.v1.ResolveResponse
+	27, // 48: portcullis.v1.ExecutionService.GetExecution:output_type -> portcullis.v1.GetExecutionResponse
+	29, // 49: portcullis.v1.ExecutionService.ListExecutions:output_type -> portcullis.v1.ListExecutionsResponse
+	39, // [39:50] is the sub-list for method output_type
+	28, // [28:39] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_execution_proto_init() }
