@@ -1,126 +1,73 @@
 package console
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"fmt"
-	"os"
+	"net"
+	"net/http"
 	"slices"
-	"sort"
+	"strings"
 
-	"github.com/goccy/go-yaml"
+	"github.com/portcullis-dev/portcullis/auth"
 )
 
-// Roles a caller can hold (the same names as the Connect API's).
-const (
-	RoleExecutor    = "executor"
-	RoleApprover    = "approver"
-	RoleFinance     = "finance"
-	RoleBudgetAdmin = "budget_admin"
-	RoleAnalyst     = "analyst"
+// Who may see and do what. The console calls the gateway's services in
+// process, so the Connect interceptor does not run for it: these lists are
+// the console's own check, made before any service is called.
+var (
+	viewApprovals  = []auth.Role{auth.Approver, auth.Analyst}
+	actApprovals   = []auth.Role{auth.Approver}
+	viewExecutions = []auth.Role{auth.Analyst, auth.Approver}
+	actExecutions  = []auth.Role{auth.Approver}
+	viewBudgets    = []auth.Role{auth.Finance, auth.BudgetAdmin}
 )
 
-var knownRoles = []string{RoleExecutor, RoleApprover, RoleFinance, RoleBudgetAdmin, RoleAnalyst}
-
-// Principal is an authenticated caller: the name every decision is
-// recorded under, and its roles.
-type Principal struct {
-	Name  string
-	Roles []string
+// hasAny reports whether p holds one of roles (the local operator holds
+// every role).
+func hasAny(p *auth.Principal, roles []auth.Role) bool {
+	return slices.ContainsFunc(roles, p.Has)
 }
 
-// Has reports whether p holds any of roles.
-func (p Principal) Has(roles ...string) bool {
-	for _, r := range roles {
-		if slices.Contains(p.Roles, r) {
-			return true
+// rolesText lists roles for a person ("none" for none).
+func rolesText(roles []auth.Role) string {
+	if len(roles) == 0 {
+		return "none"
+	}
+	s := make([]string, len(roles))
+	for i, r := range roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// rolesOr lists roles as alternatives ("approver or analyst").
+func rolesOr(roles []auth.Role) string {
+	return strings.ReplaceAll(rolesText(roles), ", ", " or ")
+}
+
+// signIn authenticates a sign-in form: in single-operator mode (no callers
+// in the config) the local operator, from a loopback address only; else
+// the caller whose token this is, checked by the gateway's Authenticator
+// against the configured SHA-256 digests. The token is not kept.
+func (c *Console) signIn(r *http.Request, token string) (*auth.Principal, bool) {
+	if c.d.Auth.Local() {
+		if !loopbackRemote(r.RemoteAddr) {
+			return nil, false
 		}
+		p, err := c.d.Auth.Authenticate("", nil)
+		return p, err == nil
 	}
-	return false
-}
-
-// Authenticator turns a caller token into a principal. It is the only
-// thing the console needs from authentication.
-//
-// TODO(lead): when auth/ lands, wire its principal/token check here (an
-// adapter from auth's Principal to this one) and drop Callers below.
-type Authenticator interface {
-	Authenticate(token string) (Principal, bool)
-}
-
-// Caller is one entry of callers: the SHA-256 of its token and its roles,
-// in the shape the config's callers section will have.
-type Caller struct {
-	TokenSHA256 string   `yaml:"token_sha256" json:"token_sha256"`
-	Roles       []string `yaml:"roles" json:"roles"`
-}
-
-// Callers is a fixed set of callers by name: the temporary authenticator
-// until auth/ is wired (TODO(lead)). Only token digests are kept.
-type Callers map[string]Caller
-
-var _ Authenticator = Callers(nil)
-
-// maxCallersFileBytes bounds the callers file.
-const maxCallersFileBytes = 1 << 20
-
-// LoadCallers reads a YAML (or JSON) file of callers:
-//
-//	alice: {token_sha256: 9a0b…, roles: [approver]}
-func LoadCallers(path string) (Callers, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("console callers: %w", err)
-	}
-	if len(b) > maxCallersFileBytes {
-		return nil, fmt.Errorf("console callers %s: larger than %d bytes", path, maxCallersFileBytes)
-	}
-	var c Callers
-	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("console callers %s: %w", path, err)
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("console callers %s: %w", path, err)
-	}
-	return c, nil
-}
-
-// Validate refuses digests that are not 64 hex characters and unknown roles.
-func (c Callers) Validate() error {
-	names := make([]string, 0, len(c))
-	for n := range c {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		e := c[n]
-		if b, err := hex.DecodeString(e.TokenSHA256); err != nil || len(b) != sha256.Size {
-			return fmt.Errorf("%s.token_sha256: want 64 hex characters", n)
-		}
-		for _, r := range e.Roles {
-			if !slices.Contains(knownRoles, r) {
-				return fmt.Errorf("%s.roles: unknown role %q (want one of %v)", n, r, knownRoles)
-			}
-		}
-	}
-	return nil
-}
-
-// Authenticate compares the token's digest with every caller's in
-// constant time.
-func (c Callers) Authenticate(token string) (Principal, bool) {
 	if token == "" {
-		return Principal{}, false
+		return nil, false
 	}
-	sum := sha256.Sum256([]byte(token))
-	got := hex.EncodeToString(sum[:])
-	var found Principal
-	ok := false
-	for name, e := range c {
-		if subtle.ConstantTimeCompare([]byte(got), []byte(e.TokenSHA256)) == 1 {
-			found, ok = Principal{Name: name, Roles: slices.Clone(e.Roles)}, true
-		}
+	p, err := c.d.Auth.Authenticate("Bearer "+token, nil)
+	return p, err == nil
+}
+
+// loopbackRemote reports whether a request's RemoteAddr is on this machine.
+func loopbackRemote(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
 	}
-	return found, ok
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

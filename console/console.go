@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/audit"
+	"github.com/portcullis-dev/portcullis/auth"
+	"github.com/portcullis-dev/portcullis/contract"
 	"github.com/portcullis-dev/portcullis/gateway"
 )
 
@@ -38,8 +40,6 @@ const (
 	maxInvestigated  = 50       // attention items shown with their investigation
 	invCacheMax      = 512      // cached investigations (by execution and sequence)
 	requestWaitMax   = 15 * time.Second
-	overdueGrace     = 5 * time.Second // DESIGN: deadline = dispatched + timeout + grace
-	defaultTimeout   = 30 * time.Second
 	pollEveryMillis  = 2000
 	maxEvidenceBytes = 512
 )
@@ -53,8 +53,10 @@ var assetFS embed.FS
 // Deps are what the console reads and acts through. Every field but
 // Logger and Now is required.
 type Deps struct {
-	GatewayID  string
-	Auth       Authenticator
+	GatewayID string
+	// Auth is the gateway's caller check (the config's callers:); in
+	// single-operator mode (Local) the console signs in the local operator.
+	Auth       *auth.Authenticator
 	Executions *gateway.ExecutionService
 	Approvals  *gateway.ApprovalService
 	Budget     *gateway.BudgetService
@@ -63,12 +65,11 @@ type Deps struct {
 	// Investigate reads an intent's events and answers the five questions:
 	// by execution id, else fingerprint, else operation key.
 	Investigate func(ctx context.Context, executionID, fingerprint, operationKey string) (audit.Investigation, error)
-	// DispatchTimeout is a tool's dispatch timeout (0: the default).
-	// TODO(lead): when executions carry dispatch_deadline (task "ident"),
-	// read overdue from it instead of dispatched_at + timeout + grace.
-	DispatchTimeout func(tool string) time.Duration
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// Contracts are the tool contracts, for the dispatch deadline of an
+	// execution recorded before DISPATCHED events carried one.
+	Contracts contract.Book
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Console is the /console handler.
@@ -95,9 +96,6 @@ func New(d Deps) (*Console, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
-	}
-	if c.d.DispatchTimeout == nil {
-		c.d.DispatchTimeout = func(string) time.Duration { return 0 }
 	}
 	c.sessions = newSessions(c.now)
 	sub, err := fs.Sub(assetFS, "assets")
@@ -140,15 +138,6 @@ func (c *Console) Handler() http.Handler {
 	return c.secure(mux)
 }
 
-// Who may see and do what.
-var (
-	viewApprovals  = []string{RoleApprover, RoleAnalyst}
-	actApprovals   = []string{RoleApprover}
-	viewExecutions = []string{RoleAnalyst, RoleApprover}
-	actExecutions  = []string{RoleApprover}
-	viewBudgets    = []string{RoleFinance, RoleBudgetAdmin}
-)
-
 // secure sets the headers every console answer carries and refuses
 // cross-site form posts before any handler runs.
 func (c *Console) secure(next http.Handler) http.Handler {
@@ -189,7 +178,9 @@ func sameOrigin(r *http.Request) bool {
 type handler func(w http.ResponseWriter, r *http.Request, s *session)
 
 // authed runs h for a signed-in caller holding one of roles (nil: any).
-func (c *Console) authed(roles []string, h handler) http.HandlerFunc {
+// The request's context carries the caller's principal, so the gateway
+// services h calls record the signed-in caller as `by` (their author()).
+func (c *Console) authed(roles []auth.Role, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := c.sessions.fromRequest(r)
 		if !ok {
@@ -200,17 +191,17 @@ func (c *Console) authed(roles []string, h handler) http.HandlerFunc {
 			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
-		if roles != nil && !s.principal.Has(roles...) {
+		if roles != nil && !hasAny(s.principal, roles) {
 			c.problem(w, r, s, http.StatusForbidden, "You do not have access to this page",
-				fmt.Sprintf("You are signed in as %s (roles: %s). This needs the role %s.", s.principal.Name, rolesText(s.principal.Roles), strings.Join(roles, " or ")))
+				fmt.Sprintf("You are signed in as %s (roles: %s). This needs the role %s.", s.principal.Name, rolesText(s.principal.Roles), rolesOr(roles)))
 			return
 		}
-		h(w, r, s)
+		h(w, r.WithContext(auth.NewContext(r.Context(), s.principal)), s)
 	}
 }
 
 // action is authed for a form POST that must carry the session's CSRF token.
-func (c *Console) action(roles []string, h handler) http.HandlerFunc {
+func (c *Console) action(roles []auth.Role, h handler) http.HandlerFunc {
 	return c.authed(roles, func(w http.ResponseWriter, r *http.Request, s *session) {
 		if !sameToken(r.PostFormValue("csrf"), s.csrf) {
 			c.problem(w, r, s, http.StatusForbidden, "Form expired", "The form did not carry this session's CSRF token; nothing was changed. Reload the page and try again.")
@@ -220,19 +211,12 @@ func (c *Console) action(roles []string, h handler) http.HandlerFunc {
 	})
 }
 
-func rolesText(roles []string) string {
-	if len(roles) == 0 {
-		return "none"
-	}
-	return strings.Join(roles, ", ")
-}
-
 // page is what every template gets.
 type page struct {
 	Title     string
 	Nav       string
 	GatewayID string
-	Principal *Principal
+	Principal *auth.Principal
 	CSRF      string
 	Flash     flash
 	Live      bool
@@ -241,13 +225,12 @@ type page struct {
 }
 
 // Can reports whether the signed-in caller holds any of roles.
-func (p page) Can(roles ...string) bool { return p.Principal != nil && p.Principal.Has(roles...) }
+func (p page) Can(roles ...auth.Role) bool { return p.Principal != nil && hasAny(p.Principal, roles) }
 
 func (c *Console) newPage(s *session, title, nav string, data any) page {
 	p := page{Title: title, Nav: nav, GatewayID: c.d.GatewayID, Data: data, PollMs: pollEveryMillis}
 	if s != nil {
-		pr := s.principal
-		p.Principal, p.CSRF = &pr, s.csrf
+		p.Principal, p.CSRF = s.principal, s.csrf
 		p.Flash = c.sessions.takeFlash(s)
 	}
 	return p
@@ -275,8 +258,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 func (c *Console) problem(w http.ResponseWriter, r *http.Request, s *session, status int, title, text string) {
 	p := page{Title: title, Nav: "problem", GatewayID: c.d.GatewayID, Data: problemData{Status: status, Text: text}}
 	if s != nil {
-		pr := s.principal
-		p.Principal, p.CSRF = &pr, s.csrf
+		p.Principal, p.CSRF = s.principal, s.csrf
 	}
 	if r.URL.Query().Get("partial") != "" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -295,9 +277,9 @@ type problemData struct {
 // home sends the caller to the first page their roles open.
 func (c *Console) home(w http.ResponseWriter, r *http.Request, s *session) {
 	switch {
-	case s.principal.Has(viewApprovals...):
+	case hasAny(s.principal, viewApprovals):
 		http.Redirect(w, r, "/console/approvals", http.StatusSeeOther)
-	case s.principal.Has(viewBudgets...):
+	case hasAny(s.principal, viewBudgets):
 		http.Redirect(w, r, "/console/budgets", http.StatusSeeOther)
 	default:
 		c.problem(w, r, s, http.StatusForbidden, "No console pages for your roles",

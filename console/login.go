@@ -3,12 +3,18 @@ package console
 import (
 	"net/http"
 	"strings"
+
+	"github.com/portcullis-dev/portcullis/auth"
 )
 
 type loginData struct {
 	Next  string
 	Error string
 	Note  string
+	// Local: the config has no callers, so the only caller is the local
+	// operator (Operator), with every role, signed in from this machine.
+	Local    bool
+	Operator string
 }
 
 // safeNext keeps a post-sign-in redirect inside the console.
@@ -34,15 +40,22 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(w, r, http.StatusOK, loginData{Next: safeNext(r.URL.Query().Get("next")), Note: note})
 }
 
+// loginFor fills in the sign-in mode of the form.
+func (c *Console) loginFor(d loginData) loginData {
+	d.Local, d.Operator = c.d.Auth.Local(), auth.LocalOperator
+	return d
+}
+
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, d loginData) {
 	tok := randomToken()
 	http.SetCookie(w, cookie(r, loginCookie, tok, loginCookieMax))
-	p := c.newPage(nil, "Sign in", "login", d)
+	p := c.newPage(nil, "Sign in", "login", c.loginFor(d))
 	p.CSRF = tok
 	c.render(w, r, status, "login", p)
 }
 
-// login checks the caller token and starts a session.
+// login checks the caller token (in single-operator mode: that the
+// browser is on this machine) and starts a session.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
 	lc, err := r.Cookie(loginCookie)
@@ -50,10 +63,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusForbidden, loginData{Next: next, Error: "The sign-in form expired. Enter your token again."})
 		return
 	}
-	p, ok := c.d.Auth.Authenticate(strings.TrimSpace(r.PostFormValue("token")))
+	p, ok := c.signIn(r, strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
-		c.log.Info("console sign-in refused", "remote", r.RemoteAddr)
-		c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, Error: "That token does not belong to a known caller."})
+		c.log.Info("console sign-in refused", "remote", r.RemoteAddr, "single_operator", c.d.Auth.Local())
+		msg := "That token does not belong to a known caller."
+		if c.d.Auth.Local() {
+			msg = "Without callers, " + auth.LocalOperator + " signs in only from this machine (a loopback address)."
+		}
+		c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, Error: msg})
 		return
 	}
 	s := c.sessions.create(p)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/portcullis-dev/portcullis/audit"
@@ -47,7 +46,7 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	back := backTo(r, "/console/approvals")
-	_, err := c.d.Approvals.Approve(ctx, connect.NewRequest(&pb.ApproveRequest{ExecutionId: id, By: s.principal.Name}))
+	_, err := c.d.Approvals.Approve(ctx, connect.NewRequest(&pb.ApproveRequest{ExecutionId: id}))
 	if err != nil {
 		c.redirectWith(w, r, s, back, flash{Kind: "error", Text: "Not approved: " + errText(err)})
 		return
@@ -66,7 +65,7 @@ func (c *Console) deny(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	_, err := c.d.Approvals.Deny(ctx, connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: id, By: s.principal.Name, Reason: reason}))
+	_, err := c.d.Approvals.Deny(ctx, connect.NewRequest(&pb.ApprovalServiceDenyRequest{ExecutionId: id, Reason: reason}))
 	if err != nil {
 		c.redirectWith(w, r, s, back, flash{Kind: "error", Text: "Not denied: " + errText(err)})
 		return
@@ -238,7 +237,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) {
 		c.redirectWith(w, r, s, back, flash{Kind: "error", Text: fmt.Sprintf("Not resolved: give the evidence (1 to %d bytes).", maxEvidenceBytes)})
 		return
 	}
-	req := &pb.ResolveRequest{ExecutionId: id, Resolution: res, By: s.principal.Name, Evidence: evidence}
+	req := &pb.ResolveRequest{ExecutionId: id, Resolution: res, Evidence: evidence}
 	if st := strings.TrimSpace(r.PostFormValue("target_status")); st != "" && res == pb.Resolution_RESOLUTION_COMPLETED {
 		n, err := strconv.ParseInt(st, 10, 32)
 		if err != nil {
@@ -447,12 +446,4 @@ func backTo(r *http.Request, def string) string {
 		}
 	}
 	return def
-}
-
-// timeout is a tool's dispatch timeout.
-func (c *Console) timeout(tool string) time.Duration {
-	if t := c.d.DispatchTimeout(tool); t > 0 {
-		return t
-	}
-	return defaultTimeout
 }

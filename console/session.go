@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/auth"
 )
 
 // Session limits.
@@ -23,7 +25,7 @@ const (
 // state: everything shown is read from the ledger and its views.
 type session struct {
 	id        string
-	principal Principal
+	principal *auth.Principal // from the gateway's Authenticator; never nil
 	csrf      string
 	created   time.Time
 	used      time.Time
@@ -50,7 +52,7 @@ func newSessions(now func() time.Time) *sessions {
 func randomToken() string { return rand.Text() }
 
 // create starts a session for p.
-func (s *sessions) create(p Principal) *session {
+func (s *sessions) create(p *auth.Principal) *session {
 	now := s.now()
 	ss := &session{id: randomToken(), principal: p, csrf: randomToken(), created: now, used: now}
 	s.mu.Lock()

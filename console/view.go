@@ -11,6 +11,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/audit"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -34,9 +35,12 @@ func (c *Console) view(x *pb.Execution) execView {
 	v := execView{X: x, State: stateName(x.GetState())}
 	v.NeedsReview = x.GetState() == pb.State_STATE_OUTCOME_UNKNOWN && x.GetRetryClass() == pb.RetryClass_RETRY_CLASS_IRREVERSIBLE
 	if x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchedAt() != nil {
-		// TODO(lead): use the execution's dispatch_deadline once "ident" lands.
-		v.Deadline = x.GetDispatchedAt().AsTime().Add(c.timeout(x.GetTool()) + overdueGrace)
-		v.Overdue = c.now().After(v.Deadline)
+		// The deadline its DISPATCHED event recorded; for an execution
+		// recorded before events carried one, dispatched_at + the tool's
+		// timeout + grace, as the ledger computes it.
+		ct, _ := c.d.Contracts.Lookup(x.GetTool())
+		v.Deadline = ledger.DispatchDeadline(x, ct)
+		v.Overdue = !c.now().Before(v.Deadline)
 	}
 	v.Record = indentJSON(x.GetCanonicalRecord())
 	var rec struct {

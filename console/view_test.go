@@ -3,13 +3,16 @@ package console
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
-	"path/filepath"
-	"strings"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/auth"
+	"github.com/portcullis-dev/portcullis/contract"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestNewBar(t *testing.T) {
@@ -74,34 +77,41 @@ func TestSafeNext(t *testing.T) {
 	}
 }
 
-func TestCallers(t *testing.T) {
+func TestSignIn(t *testing.T) {
 	sum := sha256.Sum256([]byte("s3cret"))
-	p := filepath.Join(t.TempDir(), "callers.yaml")
-	if err := os.WriteFile(p, []byte("alice: {token_sha256: "+hex.EncodeToString(sum[:])+", roles: [approver]}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := LoadCallers(p)
+	a, err := auth.New([]auth.Caller{{Name: "alice", TokenSHA256: hex.EncodeToString(sum[:]), Roles: []auth.Role{auth.Approver}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr, ok := c.Authenticate("s3cret"); !ok || pr.Name != "alice" || !pr.Has(RoleApprover) || pr.Has(RoleFinance) {
+	from := func(remote string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/console/login", nil)
+		r.RemoteAddr = remote
+		return r
+	}
+	c := &Console{d: Deps{Auth: a}}
+	if pr, ok := c.signIn(from("192.0.2.7:4000"), "s3cret"); !ok || pr.Name != "alice" || !hasAny(pr, actApprovals) || hasAny(pr, viewBudgets) {
 		t.Fatalf("got %+v %v", pr, ok)
 	}
-	for _, tok := range []string{"", "s3cret ", "other"} {
-		if _, ok := c.Authenticate(tok); ok {
-			t.Fatalf("token %q authenticated", tok)
+	for _, tok := range []string{"", "s3cret ", "other", "s3cret\nx"} {
+		if _, ok := c.signIn(from("127.0.0.1:4000"), tok); ok {
+			t.Fatalf("token %q signed in", tok)
 		}
 	}
-	for _, bad := range []string{
-		"bob: {token_sha256: abc, roles: [approver]}\n",
-		"bob: {token_sha256: " + hex.EncodeToString(sum[:]) + ", roles: [root]}\n",
-		"bob: {token: x}\n",
-	} {
-		if err := os.WriteFile(p, []byte(bad), 0o600); err != nil {
-			t.Fatal(err)
+
+	// Without callers: the local operator, from this machine only.
+	local, err := auth.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = &Console{d: Deps{Auth: local}}
+	for _, remote := range []string{"127.0.0.1:4000", "[::1]:4000"} {
+		if pr, ok := c.signIn(from(remote), ""); !ok || pr.Name != auth.LocalOperator || !hasAny(pr, actApprovals) || !hasAny(pr, viewBudgets) {
+			t.Fatalf("%s: got %+v %v", remote, pr, ok)
 		}
-		if _, err := LoadCallers(p); err == nil || !strings.Contains(err.Error(), "callers") {
-			t.Errorf("%q: err %v", bad, err)
+	}
+	for _, remote := range []string{"192.0.2.7:4000", "garbage"} {
+		if _, ok := c.signIn(from(remote), ""); ok {
+			t.Fatalf("local operator signed in from %s", remote)
 		}
 	}
 }
@@ -111,7 +121,7 @@ func timeAt(sec int64) time.Time { return time.Unix(sec, 0) }
 func TestSessionsExpire(t *testing.T) {
 	now := timeAt(0)
 	s := newSessions(func() time.Time { return now })
-	x := s.create(Principal{Name: "alice"})
+	x := s.create(&auth.Principal{Name: "alice"})
 	if _, ok := s.get(x.id); !ok {
 		t.Fatal("fresh session missing")
 	}
@@ -119,7 +129,7 @@ func TestSessionsExpire(t *testing.T) {
 	if _, ok := s.get(x.id); ok {
 		t.Fatal("idle session still valid")
 	}
-	y := s.create(Principal{Name: "bob"})
+	y := s.create(&auth.Principal{Name: "bob"})
 	for i := 0; i < 20; i++ { // used often, but not forever
 		now = now.Add(sessionLifetimeMax / 10)
 		s.get(y.id)
@@ -127,7 +137,41 @@ func TestSessionsExpire(t *testing.T) {
 	if _, ok := s.get(y.id); ok {
 		t.Fatal("session outlived its lifetime")
 	}
-	if a, b := s.create(Principal{}), s.create(Principal{}); a.id == b.id || a.csrf == b.csrf || len(a.id) < 20 {
+	if a, b := s.create(&auth.Principal{}), s.create(&auth.Principal{}); a.id == b.id || a.csrf == b.csrf || len(a.id) < 20 {
 		t.Fatal("session ids and csrf tokens must be random")
+	}
+}
+
+// Overdue is read from the dispatch_deadline the DISPATCHED event
+// recorded; an execution recorded before deadlines were falls back to
+// dispatched_at + the tool's timeout + grace (ledger.DispatchDeadline).
+func TestOverdueFromDispatchDeadline(t *testing.T) {
+	sent := timeAt(1_000_000)
+	now := sent.Add(2 * time.Minute)
+	c := &Console{d: Deps{Contracts: contract.Book{"slow": {Timeout: 10 * time.Minute}}}, now: func() time.Time { return now }}
+	x := func(tool string, deadline time.Time) *pb.Execution {
+		e := &pb.Execution{ExecutionId: "act_1", Tool: tool, State: pb.State_STATE_DISPATCHED, DispatchedAt: timestamppb.New(sent)}
+		if !deadline.IsZero() {
+			e.DispatchDeadline = timestamppb.New(deadline)
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name     string
+		x        *pb.Execution
+		deadline time.Time
+		overdue  bool
+	}{
+		// The recorded deadline decides, whatever the contract says now.
+		{"recorded, passed", x("slow", sent.Add(time.Minute)), sent.Add(time.Minute), true},
+		{"recorded, ahead", x("fast", sent.Add(time.Hour)), sent.Add(time.Hour), false},
+		// Without one: the contract's timeout (or the default) + grace.
+		{"legacy, long timeout", x("slow", time.Time{}), sent.Add(10*time.Minute + ledger.DispatchGrace), false},
+		{"legacy, default timeout", x("fast", time.Time{}), sent.Add(contract.DefaultTimeout + ledger.DispatchGrace), true},
+	} {
+		v := c.view(tc.x)
+		if !v.Deadline.Equal(tc.deadline) || v.Overdue != tc.overdue {
+			t.Errorf("%s: deadline %v overdue %v, want %v %v", tc.name, v.Deadline, v.Overdue, tc.deadline, tc.overdue)
+		}
 	}
 }

@@ -88,7 +88,7 @@ tools:
     timeout: 300ms
     retry: irreversible
     match_window: until_resolved
-`, sha256hex(agentToken), ct.URL)
+`, sha256hex(agentToken), ct.URL) + consoleCallersYAML()
 	p := filepath.Join(t.TempDir(), "console.yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -154,14 +154,13 @@ func TestConsoleBrowser(t *testing.T) {
 	ctx := context.Background()
 	ct := newCountingTarget(t)
 	cfg := consoleConfig(t, ct)
-	callers := writeConsoleCallers(t)
 	dirA, addrA, addrB := t.TempDir(), freeAddr(t), freeAddr(t)
-	serveProcess(t, dirA, addrA, cfg, "--console-callers", callers, "--nats-listen", "127.0.0.1:-1", "--fingerprint-key", testKey)
+	serveProcessAs(t, "analyst-token", dirA, addrA, cfg, "--nats-listen", "127.0.0.1:-1", "--fingerprint-key", testKey)
 	natsURL, err := os.ReadFile(filepath.Join(dirA, "nats.url"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveProcess(t, t.TempDir(), addrB, cfg, "--console-callers", callers, "--nats-url", strings.TrimSpace(string(natsURL)),
+	serveProcessAs(t, "analyst-token", t.TempDir(), addrB, cfg, "--nats-url", strings.TrimSpace(string(natsURL)),
 		"--gateway-id", "gw-b", "--fingerprint-key", testKey)
 
 	// The agent's calls go to gateway A.
@@ -181,9 +180,11 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 
 	// Budget decisions: one within the limit, one over it allowed by an
-	// override, one over it denied.
-	bc := portcullisv1connect.NewBudgetServiceClient(http.DefaultClient, "http://"+addrA)
-	if _, err := bc.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50000, Currency: "GBP", Delegator: "cfo"})); err != nil {
+	// override (cfo, budget_admin), one over it denied; the plain
+	// reservations are the executor payments'.
+	cfo := portcullisv1connect.NewBudgetServiceClient(tokenClient("cfo-token"), "http://"+addrA)
+	payments := portcullisv1connect.NewBudgetServiceClient(tokenClient("payments-token"), "http://"+addrA)
+	if _, err := cfo.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50000, Currency: "GBP", Delegator: "cfo"})); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []*pb.ReserveRequest{
@@ -191,6 +192,10 @@ func TestConsoleBrowser(t *testing.T) {
 		{Account: "acme", OperationKey: "op-B", RequestDigest: "sha256:b", Amount: 25000, Currency: "GBP", Override: &pb.Override{By: "cfo", Reason: "year-end supplier run"}},
 		{Account: "acme", OperationKey: "op-C", RequestDigest: "sha256:c", Amount: 40000, Currency: "GBP"},
 	} {
+		bc := payments
+		if r.GetOverride() != nil {
+			bc = cfo
+		}
 		if _, err := bc.Reserve(ctx, connect.NewRequest(r)); err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +375,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if got := submit(`#resolve-` + unknown); !strings.Contains(got, "Resolved "+unknown+" as not executed") {
 		t.Fatalf("flash %q", got)
 	}
-	ec := portcullisv1connect.NewExecutionServiceClient(http.DefaultClient, "http://"+addrA)
+	ec := portcullisv1connect.NewExecutionServiceClient(tokenClient("analyst-token"), "http://"+addrA)
 	x, err := ec.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: unknown}))
 	if err != nil {
 		t.Fatal(err)

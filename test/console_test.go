@@ -2,8 +2,6 @@ package test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,42 +17,59 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/portcullis-dev/portcullis/console"
+	"github.com/portcullis-dev/portcullis/auth"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
-// Console callers of the tests: token → name and roles.
+// Callers of the console tests (the config's callers:): token → name,
+// roles and the rest of the entry. runner is the executor the tests' own
+// Connect calls use; cfo and payments set up the browser test's budget.
 var consoleCallers = map[string]struct {
 	name  string
-	roles []string
+	roles []auth.Role
+	extra string
 }{
-	"alice-token":   {"alice", []string{console.RoleApprover, console.RoleAnalyst}},
-	"fin-token":     {"fin", []string{console.RoleFinance}},
-	"analyst-token": {"ana", []string{console.RoleAnalyst}},
+	"alice-token":    {"alice", []auth.Role{auth.Approver, auth.Analyst}, ""},
+	"fin-token":      {"fin", []auth.Role{auth.Finance}, ""},
+	"analyst-token":  {"ana", []auth.Role{auth.Analyst}, ""},
+	"runner-token":   {"runner", []auth.Role{auth.Executor}, ", acts_for: [agent-7]"},
+	"cfo-token":      {"cfo", []auth.Role{auth.BudgetAdmin}, ""},
+	"payments-token": {"payments", []auth.Role{auth.Executor}, ", acts_for: [agent-7], accounts: [acme]"},
 }
 
-func consoleAuth() console.Callers {
-	c := console.Callers{}
-	for tok, v := range consoleCallers {
-		sum := sha256.Sum256([]byte(tok))
-		c[v.name] = console.Caller{TokenSHA256: hex.EncodeToString(sum[:]), Roles: v.roles}
-	}
-	return c
-}
-
-// writeConsoleCallers writes the callers file `serve --console-callers` reads.
-func writeConsoleCallers(t testing.TB) string {
-	t.Helper()
+// consoleCallersYAML is the callers: section: each caller's token as its
+// SHA-256 in hex (printf %s "$TOKEN" | sha256sum) and its roles.
+func consoleCallersYAML() string {
 	var b strings.Builder
-	for name, c := range consoleAuth() {
-		fmt.Fprintf(&b, "%s: {token_sha256: %s, roles: [%s]}\n", name, c.TokenSHA256, strings.Join(c.Roles, ", "))
+	b.WriteString("callers:\n")
+	for tok, c := range consoleCallers {
+		roles := make([]string, len(c.roles))
+		for i, r := range c.roles {
+			roles[i] = string(r)
+		}
+		fmt.Fprintf(&b, "  %s: {token_sha256: %s, roles: [%s]%s}\n", c.name, sha256hex(tok), strings.Join(roles, ", "), c.extra)
 	}
-	p := filepath.Join(t.TempDir(), "callers.yaml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+	return b.String()
+}
+
+// writeConsoleConfig writes the test config with the console's callers.
+func writeConsoleConfig(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "portcullis.yaml")
+	if err := os.WriteFile(p, []byte(testConfig+consoleCallersYAML()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// tokenClient is an HTTP client that sends token as its bearer.
+func tokenClient(token string) *http.Client { return &http.Client{Transport: bearer{token}} }
+
+// runnerClient is the ExecutionService as the executor runner.
+func runnerClient(addr string) portcullisv1connect.ExecutionServiceClient {
+	return portcullisv1connect.NewExecutionServiceClient(tokenClient("runner-token"), "http://"+addr)
 }
 
 // consoleClient is a browser stand-in: a cookie jar that does not follow
@@ -124,14 +139,17 @@ func (c *consoleClient) signIn(token string) string {
 	return csrfOf(c.t, home)
 }
 
+// startConsoleGateway runs a gateway with the console's callers. With a
+// clock, its own deadline sweep is off, so the test decides when an
+// overdue dispatch is marked OUTCOME_UNKNOWN (through the console).
 func startConsoleGateway(t *testing.T, clk *clock) *server.Gateway {
 	t.Helper()
 	o := server.Options{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsListen: "127.0.0.1:-1",
-		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ConsoleAuth: consoleAuth(),
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConsoleConfig(t), NatsListen: "127.0.0.1:-1",
+		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if clk != nil {
-		o.Now = clk.Now
+		o.Now, o.NoSweep = clk.Now, true
 	}
 	g, err := server.Start(context.Background(), o)
 	if err != nil {
@@ -149,7 +167,7 @@ func startConsoleGateway(t *testing.T, clk *clock) *server.Gateway {
 func TestConsoleSessionsCSRFAndRoles(t *testing.T) {
 	g := startConsoleGateway(t, nil)
 	ctx := context.Background()
-	ec := client(g)
+	ec := runnerClient(g.Addr)
 	res, err := ec.Begin(ctx, beginReq("rotate_credentials", args(t, map[string]any{"user": "svc-1"}), "", "1"))
 	if err != nil {
 		t.Fatal(err)
@@ -286,8 +304,8 @@ func TestConsoleAssetsEmbedded(t *testing.T) {
 	}
 }
 
-// An overdue dispatch (DISPATCHED past dispatched_at + tool timeout +
-// grace, no result) shows under needs attention and only then can be
+// An overdue dispatch (DISPATCHED past the dispatch_deadline its event
+// recorded, no result) shows under needs attention and only then can be
 // marked OUTCOME_UNKNOWN; it is then resolved with evidence and a target
 // status. Find opens executions by id and fingerprint and says when
 // nothing matches.
@@ -295,7 +313,7 @@ func TestConsoleOverdueDispatchAndFind(t *testing.T) {
 	clk := &clock{}
 	g := startConsoleGateway(t, clk)
 	ctx := context.Background()
-	ec := client(g)
+	ec := runnerClient(g.Addr)
 	res, err := ec.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"order": 42}), "", "1"))
 	if err != nil {
 		t.Fatal(err)
@@ -322,7 +340,11 @@ func TestConsoleOverdueDispatchAndFind(t *testing.T) {
 		t.Fatalf("marked unknown before its deadline: %v", get().GetState())
 	}
 
-	clk.Advance(time.Minute) // past the default 30 s timeout and the grace
+	if d := get().GetDispatchDeadline(); d == nil {
+		t.Fatal("the DISPATCHED execution carries no dispatch_deadline")
+	} else {
+		clk.Advance(time.Until(d.AsTime()) + time.Second) // past the recorded deadline (create_payment: 10m + grace)
+	}
 	_, body := alice.do("GET", "/console/attention", nil)
 	if !strings.Contains(body, `id="item-`+id+`"`) || !strings.Contains(body, "OVERDUE DISPATCH") || !strings.Contains(body, "1 overdue dispatch") {
 		t.Fatalf("overdue dispatch not listed:\n%s", body)
@@ -365,5 +387,47 @@ func TestConsoleImportsNoStorage(t *testing.T) {
 		if strings.HasPrefix(dep, "github.com/nats-io/") || strings.HasPrefix(dep, "github.com/cockroachdb/pebble") {
 			t.Errorf("console depends on %s", dep)
 		}
+	}
+}
+
+// Without callers in the config the sign-in page says the gateway runs in
+// single-operator mode and signs in local-operator without a token (the
+// gateway listens on loopback only); decisions are recorded as
+// local-operator.
+func TestConsoleSingleOperator(t *testing.T) {
+	g := startGateway(t, "", nil) // testConfig: no callers
+	ctx := context.Background()
+	ec := client(g)
+	res, err := ec.Begin(ctx, beginReq("rotate_credentials", args(t, map[string]any{"user": "svc-2"}), "", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.GetExecution().GetExecutionId()
+
+	op := newConsoleClient(t, g.Addr)
+	_, page := op.do("GET", "/console/login", nil)
+	if !strings.Contains(page, "This gateway runs without callers") || !strings.Contains(page, "Sign in as local-operator") || strings.Contains(page, `id="token"`) {
+		t.Fatalf("sign-in page does not say single-operator mode:\n%s", page)
+	}
+	if r, _ := op.do("POST", "/console/login", url.Values{"next": {"/console/"}}); r.StatusCode != http.StatusForbidden {
+		t.Fatalf("sign-in without the form token: %d", r.StatusCode)
+	}
+	csrf := op.signIn("")
+	_, body := op.do("GET", "/console/approvals", nil)
+	if !strings.Contains(body, `id="caller">local-operator<`) || !strings.Contains(body, id) {
+		t.Fatalf("approvals as local-operator:\n%s", body)
+	}
+	if r, _ := op.do("GET", "/console/budgets", nil); r.StatusCode != http.StatusOK {
+		t.Fatalf("local-operator on budgets: %d", r.StatusCode)
+	}
+	if r, _ := op.do("POST", "/console/approvals/"+id+"/approve", url.Values{"csrf": {csrf}}); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve: %d", r.StatusCode)
+	}
+	x, err := ec.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Msg.GetExecution(); got.GetState() != pb.State_STATE_AUTHORIZED || got.GetAuthorizedBy() != "local-operator" {
+		t.Fatalf("after approve: %v by %q", got.GetState(), got.GetAuthorizedBy())
 	}
 }

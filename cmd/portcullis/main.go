@@ -12,7 +12,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/portcullis-dev/portcullis/console"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
@@ -49,7 +48,6 @@ func ledgerFlags(cmd *cobra.Command, o *server.Options) {
 
 func serveCmd() *cobra.Command {
 	var o server.Options
-	var consoleCallers string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a gateway: Connect API on --listen, ledger on embedded JetStream or --nats-url",
@@ -58,18 +56,9 @@ func serveCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			if consoleCallers != "" {
-				callers, err := console.LoadCallers(consoleCallers)
-				if err != nil {
-					return err
-				}
-				o.ConsoleAuth = callers
-			}
 			return server.Run(ctx, o)
 		},
 	}
-	// TODO(lead): drop --console-callers once auth/ reads the config's callers.
-	cmd.Flags().StringVar(&consoleCallers, "console-callers", os.Getenv("PORTCULLIS_CONSOLE_CALLERS"), "YAML file of console callers (name: {token_sha256, roles}); default $PORTCULLIS_CONSOLE_CALLERS")
 	ledgerFlags(cmd, &o)
 	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:8080", "HOST:PORT of the Connect API")
 	cmd.Flags().StringVar(&o.ConfigPath, "config", "", "YAML config with tool contracts")
