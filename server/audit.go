@@ -101,24 +101,35 @@ func ReadIntent(ctx context.Context, o Options, executionID, fingerprint, operat
 		return "", nil, fmt.Errorf("stream %s: %w", ledger.ExecutionsStream, err)
 	}
 	if operationKey != "" {
-		err := ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
-			ev, err := ljs.Decode(e.Data)
-			if err != nil {
-				return err
-			}
-			if ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey {
-				executionID = ev.GetExecutionId()
-			}
-			return nil
-		})
-		if err != nil {
+		if executionID, err = executionByOperationKey(ctx, s, operationKey); err != nil {
 			return "", nil, err
-		}
-		if executionID == "" {
-			return "", nil, fmt.Errorf("%w: no execution with operation key %q", ledger.ErrNotFound, operationKey)
 		}
 	}
 	return readIntent(ctx, s, executionID, fingerprint)
+}
+
+// executionByOperationKey scans the stream for the latest execution
+// accepted under operationKey (the key is stored in the execution record,
+// not in a subject).
+func executionByOperationKey(ctx context.Context, s jetstream.Stream, operationKey string) (string, error) {
+	executionID := ""
+	err := ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
+		ev, err := ljs.Decode(e.Data)
+		if err != nil {
+			return err
+		}
+		if ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey {
+			executionID = ev.GetExecutionId()
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if executionID == "" {
+		return "", fmt.Errorf("%w: no execution with operation key %q", ledger.ErrNotFound, operationKey)
+	}
+	return executionID, nil
 }
 
 func readIntent(ctx context.Context, s jetstream.Stream, executionID, fingerprint string) (string, []audit.Stored, error) {

@@ -89,6 +89,10 @@ type Options struct {
 	// TLSCert and TLSKey serve the API over TLS; ClientCA (PEM) verifies
 	// client certificates, which callers.X.cert_sha256 maps to callers.
 	TLSCert, TLSKey, ClientCA string
+	// NoSweep stops this gateway from expiring overdue dispatches itself
+	// (tests that drive the console's "mark outcome unknown" by hand); other
+	// gateways of the ledger still sweep.
+	NoSweep bool
 }
 
 // Gateway is a running gateway.
@@ -229,7 +233,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
 	go g.runSealer(runCtx, o.CheckpointEvery)
-	go g.runSweep(runCtx)
+	go g.runSweep(runCtx, o.NoSweep)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
 	if err != nil {
@@ -259,7 +263,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.http, err = newHTTPServer(g, mg, binder, auth.NewInterceptor(authn, auth.Policy{ExecutionActor: g.executionActor}, g.log)); err != nil {
+	if g.http, err = newHTTPServer(g, mg, cfg, o, binder, auth.NewInterceptor(authn, auth.Policy{ExecutionActor: g.executionActor}, g.log)); err != nil {
 		return nil, err
 	}
 	g.wg.Add(1)
@@ -274,7 +278,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder, authz connect.Interceptor) (*http.Server, error) {
+func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, binder *toolcall.Binder, authz connect.Interceptor) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.Metrics.MCP(mg.Handler(), g.tracer))
 	mux.Handle("/metrics", g.Metrics.Handler())
@@ -286,10 +290,20 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, binder *toolcall.Binder, authz c
 	}
 	// Every Connect service goes through the caller check (after the trace
 	// span opens); health, reflection, /metrics and the probes stay open.
+	// The console calls the same services in process with the signed-in
+	// caller in the context.
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithInterceptors(traces, authz)}
-	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(&gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}, opts...))
-	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(&gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}, opts...))
-	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
+	executions := &gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}
+	budgets := &gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}
+	approvals := &gateway.ApprovalService{Ledger: g.Ledger}
+	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(executions, opts...))
+	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(budgets, opts...))
+	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(approvals, opts...))
+	consoleHandler, err := g.newConsole(cfg, o, executions, approvals, budgets)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/console/", consoleHandler)
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
 		Read: func(ctx context.Context, id, fp string) (string, []audit.Stored, error) {
 			return readIntent(ctx, g.jsLog.Stream(), id, fp)
@@ -375,8 +389,11 @@ func (g *Gateway) runSealer(ctx context.Context, every time.Duration) {
 
 // runSweep expires overdue dispatches every SweepEvery until ctx ends, so
 // a dispatch whose gateway died is recorded OUTCOME_UNKNOWN by a living one.
-func (g *Gateway) runSweep(ctx context.Context) {
+func (g *Gateway) runSweep(ctx context.Context, off bool) {
 	defer g.wg.Done()
+	if off {
+		return
+	}
 	t := time.NewTicker(SweepEvery)
 	defer t.Stop()
 	for {

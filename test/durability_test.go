@@ -54,6 +54,13 @@ func freeAddr(t testing.TB) string {
 // serveProcess runs `portcullis serve` and waits until it answers.
 func serveProcess(t testing.TB, dataDir, addr, cfg string, extra ...string) *exec.Cmd {
 	t.Helper()
+	return serveProcessAs(t, "", dataDir, addr, cfg, extra...)
+}
+
+// serveProcessAs is serveProcess for a config with callers: it waits until
+// the gateway answers token (a caller that may list executions).
+func serveProcessAs(t testing.TB, token, dataDir, addr, cfg string, extra ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--config", cfg}, extra...)...)
 	cmd.Stderr = io.Discard
 	if testing.Verbose() {
@@ -63,7 +70,11 @@ func serveProcess(t testing.TB, dataDir, addr, cfg string, extra ...string) *exe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	c := portcullisv1connect.NewExecutionServiceClient(http.DefaultClient, "http://"+addr)
+	hc := http.DefaultClient
+	if token != "" {
+		hc = &http.Client{Transport: bearer{token: token}}
+	}
+	c := portcullisv1connect.NewExecutionServiceClient(hc, "http://"+addr)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		_, err := c.ListExecutions(context.Background(), connect.NewRequest(&pb.ListExecutionsRequest{PageSize: 1}))

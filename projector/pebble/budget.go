@@ -115,3 +115,17 @@ func (v *Views) ListDecisions(_ context.Context, account string, before uint64, 
 	}
 	return out, next, it.Error()
 }
+
+// AccountNames lists up to size budget accounts by name, in name order.
+func (v *Views) AccountNames(_ context.Context, size int) ([]string, error) {
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: accountPrefix, UpperBound: prefixEnd(accountPrefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok && len(out) < size; ok = it.Next() {
+		out = append(out, string(it.Key()[len(accountPrefix):]))
+	}
+	return out, it.Error()
+}
