@@ -370,6 +370,9 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("answer 3 %q", got)
 	}
 	shot("04-attention.png")
+	// "Not executed" is a claim of absence: the ledger takes it only once
+	// the dispatch deadline has passed (the target may still be working).
+	waitPastDeadline(t, "http://"+addrA, unknown)
 	run("resolve form", chromedp.Click(chromedp.CSS(`#res-not-executed-`+unknown)),
 		chromedp.SendKeys(chromedp.CSS(`#evidence-`+unknown), "bank statement 2026-12-01 shows no wire to DE89 3704"))
 	if got := submit(`#resolve-` + unknown); !strings.Contains(got, "Resolved "+unknown+" as not executed") {
@@ -417,5 +420,22 @@ func TestConsoleBrowser(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(shots, n)); err != nil || st.Size() < 10_000 {
 			t.Fatalf("screenshot %s: %v", n, err)
 		}
+	}
+}
+
+// waitPastDeadline waits (bounded) until the execution's recorded dispatch
+// deadline has passed.
+func waitPastDeadline(t *testing.T, base, id string) {
+	t.Helper()
+	ec := portcullisv1connect.NewExecutionServiceClient(tokenClient("analyst-token"), base)
+	res, err := ec.GetExecution(context.Background(), connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := res.Msg.GetExecution().GetDispatchDeadline().AsTime()
+	if wait := time.Until(deadline); wait > time.Minute {
+		t.Fatalf("dispatch deadline %s is too far away for this test", deadline)
+	} else if wait > 0 {
+		time.Sleep(wait + 50*time.Millisecond)
 	}
 }
