@@ -58,3 +58,34 @@ func CheckSignature(ev *pb.Event, pub ed25519.PublicKey) error {
 	}
 	return nil
 }
+
+// Keys answers which public keys a gateway id is enrolled with (none: not
+// enrolled). trust.Keyring implements it from the root-signed enrollment
+// records of the meta stream.
+type Keys interface {
+	GatewayKeys(gatewayID string) []ed25519.PublicKey
+}
+
+// CheckSigned asserts that a stored event is what an enrolled gateway
+// wrote: its hash matches its content and its signature verifies with one
+// of its writer's enrolled keys. Nil keys check the hash only (offline
+// tools that have no keyring). An event that fails is quarantined, never
+// folded or served.
+func CheckSigned(ev *pb.Event, keys Keys) error {
+	if err := CheckHash(ev); err != nil {
+		return err
+	}
+	if keys == nil {
+		return nil
+	}
+	pubs := keys.GatewayKeys(ev.GetGatewayId())
+	if len(pubs) == 0 {
+		return fmt.Errorf("%w: event %s on %s: writer %q is not an enrolled gateway", ErrUnenrolled, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
+	}
+	for _, pub := range pubs {
+		if len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, ev.GetHash(), ev.GetSignature()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: event %s on %s: signature does not verify with gateway %s's enrolled key", ErrCorrupt, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
+}

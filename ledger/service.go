@@ -438,6 +438,9 @@ func (s *Service) intent(ctx context.Context, token string) (IntentHead, error) 
 	if ok {
 		subject, seq = own.subject, own.seq
 	}
+	if subject == "" {
+		return IntentHead{Seq: seq}, nil // only quarantined messages: no execution yet
+	}
 	h, err := s.head(ctx, subject)
 	if err != nil {
 		return IntentHead{}, err

@@ -48,9 +48,12 @@ func (v *Views) Account(_ context.Context, name string) (keeper.Head, error) {
 }
 
 // WriteBudget stores accounts, decision rows and the checkpoint in one batch.
-func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, mark projector.Mark) error {
+func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, quarantined []*pb.Quarantined, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
+	if err := setQuarantined(b, quarantined); err != nil {
+		return err
+	}
 	for name, h := range accounts {
 		js, err := json.Marshal(h.Account)
 		if err != nil {
@@ -77,6 +80,7 @@ func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.Bu
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
+	v.quarantined.Add(uint64(len(quarantined)))
 	v.setApplied(keeper.Stream, mark.Seq)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -30,6 +31,7 @@ var (
 	execIDPrefix     = []byte("x/") // execution id → execution subject
 	checkpointPrefix = []byte("c/") // stream → 8-byte last applied sequence
 	digestPrefix     = []byte("g/") // stream → running digest up to the checkpoint
+	quarantinePrefix = []byte("q/") // stream "/" 8-byte seq → pb.Quarantined
 )
 
 // blockCacheBytes is the Pebble block cache of one gateway's views.
@@ -44,6 +46,8 @@ type Views struct {
 	mu      sync.Mutex
 	applied map[string]uint64 // checkpoint per stream
 	waiters []chan struct{}
+
+	quarantined atomic.Uint64 // rows in the quarantine view
 }
 
 var (
@@ -73,6 +77,12 @@ func Open(dir string) (*Views, error) {
 		}
 		v.applied[stream] = cp
 	}
+	n, err := v.countQuarantined()
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	v.quarantined.Store(n)
 	return v, nil
 }
 
@@ -99,9 +109,12 @@ func (v *Views) Checkpoint(stream string) (uint64, error) {
 // fsync: the views are rebuilt from the stream, which is the durable
 // record, and the checkpoint written in the same batch keeps rows and
 // checkpoint consistent after a crash.
-func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, mark projector.Mark) error {
+func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, quarantined []*pb.Quarantined, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
+	if err := setQuarantined(b, quarantined); err != nil {
+		return err
+	}
 	for _, r := range heads {
 		val := make([]byte, 8+len(r.Data))
 		binary.BigEndian.PutUint64(val, r.Seq)
@@ -129,6 +142,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
+	v.quarantined.Add(uint64(len(quarantined)))
 	v.setApplied(stream, mark.Seq)
 	return nil
 }
@@ -219,6 +233,11 @@ func (v *Views) Intent(ctx context.Context, token string) (ledger.IntentHead, er
 	in, err := v.IntentRow(token)
 	if err != nil {
 		return ledger.IntentHead{}, err
+	}
+	if in.LatestSubject == "" {
+		// Only quarantined messages so far: no execution, but the intent
+		// filter's real last sequence for the create's compare-and-set.
+		return ledger.IntentHead{Seq: in.Seq}, nil
 	}
 	h, err := v.Head(ctx, in.LatestSubject)
 	if err != nil {
