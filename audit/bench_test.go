@@ -17,6 +17,7 @@ import (
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+	"github.com/portcullis-dev/portcullis/trust"
 )
 
 // writeExport writes an export of n signed, chained execution events
@@ -24,8 +25,8 @@ import (
 func writeExport(b *testing.B, n int) string {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "export")
-	pub, key, _ := ed25519.GenerateKey(nil)
-	w, err := audit.NewWriter(dir, map[string]ed25519.PublicKey{"gw-bench": pub})
+	_, key, _ := ed25519.GenerateKey(nil)
+	w, err := audit.NewWriter(dir, benchTrust(b, key), key)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,6 +69,20 @@ func writeExport(b *testing.B, n int) string {
 	return dir
 }
 
+// benchTrust is a ledger whose root enrolled gw-bench with key.
+func benchTrust(b *testing.B, key ed25519.PrivateKey) audit.LedgerTrust {
+	_, root, _ := ed25519.GenerateKey(nil)
+	rb, err := proto.Marshal(trust.NewRoot(root, time.Now()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	eb, err := proto.Marshal(trust.EnrollSelf(root, key, "gw-bench", "", time.Now()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return audit.LedgerTrust{Root: rb, Enrollments: [][]byte{eb}}
+}
+
 // BenchmarkVerifyExport: offline verification (hash, chain, signature,
 // sequence, manifest) of b.N events from an export directory.
 //
@@ -76,7 +91,7 @@ func BenchmarkVerifyExport(b *testing.B) {
 	dir := writeExport(b, b.N)
 	b.ResetTimer()
 	start := time.Now()
-	rep, err := audit.ReadExport(dir)
+	rep, err := audit.ReadExport(dir, audit.VerifyOptions{})
 	if err != nil || !rep.OK || rep.Events != b.N {
 		b.Fatalf("%v %+v", err, rep.Failures)
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,42 +16,44 @@ import (
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
+	"google.golang.org/protobuf/proto"
 )
 
 // AuditedStreams are the streams of the record.
 // Checkpoints come last, so a verifier has every digest they name.
 var AuditedStreams = []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream, AuditStream}
 
-// ReadLedger reads the recorded gateway keys (handed to keys first) and
-// then every event of the record, stream by stream in sequence order.
-func ReadLedger(ctx context.Context, o Options, gotKeys func(map[string]ed25519.PublicKey) error, deliver func(r audit.Record, at time.Time) error) error {
+// ErrNoLedger: the NATS server holds no Portcullis ledger.
+var ErrNoLedger = errors.New("no ledger found")
+
+// ReadLedger reads the ledger's trust material (root record and stored
+// enrollments, handed to gotTrust first) and then every event of the
+// record, stream by stream in sequence order. It reads one consistent
+// cut while gateways write: it takes the checkpoints stream's last
+// sequence first and every other stream's after it, and reads each stream
+// only up to the sequence taken, so every checkpoint read covers events
+// that are read too.
+func ReadLedger(ctx context.Context, o Options, gotTrust func(audit.LedgerTrust) error, deliver func(r audit.Record, at time.Time) error) error {
 	n, _, err := openForTool(o)
 	if err != nil {
 		return err
 	}
 	defer n.close()
-	keys := map[string]ed25519.PublicKey{}
-	meta, err := n.js.Stream(ctx, metaStream)
-	if err == nil {
-		info, err := meta.Info(ctx, jetstream.WithSubjectFilter(GatewayKeySubjectPfx+"*"))
-		if err != nil {
-			return err
-		}
-		for subj := range info.State.Subjects {
-			m, err := meta.GetLastMsgForSubject(ctx, subj)
-			if err != nil {
-				return err
-			}
-			k, err := hex.DecodeString(strings.TrimSpace(string(m.Data)))
-			if err == nil && len(k) == ed25519.PublicKeySize {
-				keys[strings.TrimPrefix(subj, GatewayKeySubjectPfx)] = k
-			}
-		}
-	}
-	if err := gotKeys(keys); err != nil {
+	t, err := ledgerTrust(ctx, n.js)
+	if err != nil {
 		return err
 	}
-	for _, name := range AuditedStreams {
+	if err := gotTrust(t); err != nil {
+		return err
+	}
+	type cut struct {
+		name   string
+		stream jetstream.Stream
+		last   uint64
+	}
+	order := append([]string{AuditStream}, AuditedStreams[:len(AuditedStreams)-1]...)
+	cuts := map[string]cut{}
+	for _, name := range order {
 		s, err := n.js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
@@ -60,7 +61,18 @@ func ReadLedger(ctx context.Context, o Options, gotKeys func(map[string]ed25519.
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", name, err)
 		}
-		err = ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
+		last, err := ljs.Source{Stream: s}.LastSeq(ctx)
+		if err != nil {
+			return err
+		}
+		cuts[name] = cut{name: name, stream: s, last: last}
+	}
+	for _, name := range AuditedStreams {
+		c, ok := cuts[name]
+		if !ok || c.last == 0 {
+			continue
+		}
+		err = ljs.Source{Stream: c.stream}.ReadUpTo(ctx, c.last, func(e projector.Entry) error {
 			return deliver(audit.Record{Stream: name, Seq: e.Seq, Subject: e.Subject, Data: e.Data}, e.Time)
 		})
 		if err != nil {
@@ -69,6 +81,85 @@ func ReadLedger(ctx context.Context, o Options, gotKeys func(map[string]ed25519.
 	}
 	return nil
 }
+
+// ledgerTrust reads the root record and every stored enrollment record.
+func ledgerTrust(ctx context.Context, js jetstream.JetStream) (audit.LedgerTrust, error) {
+	meta, err := js.Stream(ctx, metaStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return audit.LedgerTrust{}, fmt.Errorf("%w: no %s stream", ErrNoLedger, metaStream)
+	}
+	if err != nil {
+		return audit.LedgerTrust{}, err
+	}
+	m, err := meta.GetLastMsgForSubject(ctx, RootSubject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return audit.LedgerTrust{}, fmt.Errorf("%w: the meta stream has no root record", ErrNoLedger)
+	}
+	if err != nil {
+		return audit.LedgerTrust{}, err
+	}
+	t := audit.LedgerTrust{Root: m.Data}
+	recs, err := readRecords(ctx, meta, EnrollSubjectPfx+">")
+	if err != nil {
+		return audit.LedgerTrust{}, err
+	}
+	for _, sr := range recs {
+		b, err := proto.Marshal(sr)
+		if err != nil {
+			return audit.LedgerTrust{}, err
+		}
+		t.Enrollments = append(t.Enrollments, b)
+	}
+	return t, nil
+}
+
+// SaveCheckpoint reads the latest checkpoint of every sealed stream, as
+// stored, checks it against the ledger's enrolled keys, and returns them
+// for `portcullis audit checkpoint` (a later verify pins them).
+func SaveCheckpoint(ctx context.Context, o Options) (audit.SavedCheckpoints, error) {
+	n, _, err := openForTool(o)
+	if err != nil {
+		return audit.SavedCheckpoints{}, err
+	}
+	defer n.close()
+	t, err := ledgerTrust(ctx, n.js)
+	if err != nil {
+		return audit.SavedCheckpoints{}, err
+	}
+	a, err := t.UnpinnedAnchor()
+	if err != nil {
+		return audit.SavedCheckpoints{}, err
+	}
+	keys := a.Keys(t)
+	s, err := n.js.Stream(ctx, AuditStream)
+	if err != nil {
+		return audit.SavedCheckpoints{}, fmt.Errorf("%w: no checkpoints yet (%v)", ErrNoLedger, err)
+	}
+	out := audit.SavedCheckpoints{SavedAt: time.Now().UTC()}
+	for _, stream := range SealedStreams {
+		m, err := s.GetLastMsgForSubject(ctx, CheckpointSubject(stream))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return audit.SavedCheckpoints{}, err
+		}
+		ev, err := ljs.Decode(m.Data)
+		if err != nil || ev.GetCheckpoint() == nil || ledger.CheckSigned(ev, keyMap(keys)) != nil {
+			return audit.SavedCheckpoints{}, fmt.Errorf("the latest checkpoint of %s (seq %d) does not verify: run audit verify", stream, m.Sequence)
+		}
+		out.Checkpoints = append(out.Checkpoints, audit.Record{Stream: AuditStream, Seq: m.Sequence, Subject: m.Subject, Data: m.Data})
+	}
+	if len(out.Checkpoints) == 0 {
+		return audit.SavedCheckpoints{}, errors.New("no checkpoints yet: gateways seal every --checkpoint-every")
+	}
+	return out, nil
+}
+
+// keyMap adapts resolved keys to ledger.Keys.
+type keyMap map[string][]ed25519.PublicKey
+
+func (k keyMap) GatewayKeys(id string) []ed25519.PublicKey { return k[id] }
 
 // ReadIntent reads every event of every execution of the intent that
 // executionID (or, when it is empty, the fingerprint) belongs to, for an

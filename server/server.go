@@ -33,6 +33,7 @@ import (
 	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+	"github.com/portcullis-dev/portcullis/trust"
 )
 
 // Limits of the API listener.
@@ -71,6 +72,16 @@ type Options struct {
 	// CheckpointEvery is how often the gateway seals signed checkpoints
 	// over the streams (0: DefaultCheckpointEvery); it also seals on shutdown.
 	CheckpointEvery time.Duration
+	// RootKey references the ledger's root private key ("env:NAME",
+	// "file:PATH" or a path): with it the gateway enrolls itself. Empty:
+	// DATA_DIR/root.key when present; a new ledger creates it there.
+	RootKey string
+	// RootPublicKey pins the ledger's root (hex); empty pins the root the
+	// gateway sees first (DATA_DIR/root.pub).
+	RootPublicKey string
+	// SigningKey references this gateway's Ed25519 key; empty:
+	// DATA_DIR/gateway.ed25519 (created on first start, 0600).
+	SigningKey string
 }
 
 // Gateway is a running gateway.
@@ -88,7 +99,13 @@ type Gateway struct {
 	Key           fingerprint.Key
 	Projector     *projector.Projector
 	Budget        *projector.Projector
+	Sessions      *projector.Projector
 	Views         *pebbleviews.Views
+	// Keyring holds the enrolled gateways every event is checked against.
+	Keyring *trust.Keyring
+	// RootKeyPath is the root key file this gateway created or was given
+	// ("" when it runs without the root key).
+	RootKeyPath string
 
 	log     *slog.Logger
 	http    *http.Server
@@ -138,14 +155,38 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.NatsURL = g.nats.url
-	key, err := resolveKey(ctx, g.nats.js, o, g.log)
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
+	}
+	defer func() {
+		if !ok {
+			ln.Close()
+		}
+	}()
+	g.Addr = ln.Addr().String()
+	if !gatewayIDPattern.MatchString(id) {
+		return nil, fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", id)
+	}
+	ident, err := openIdentity(ctx, g.nats.js, o, g.log)
 	if err != nil {
 		return nil, err
 	}
-	signKey, err := resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
+	if err := ensureEnrolled(ctx, g.nats.js, ident, id, "http://"+g.Addr, g.log); err != nil {
+		return nil, err
+	}
+	g.Keyring = ident.keyring
+	if ident.rootKey != nil {
+		g.RootKeyPath = o.RootKey
+		if g.RootKeyPath == "" {
+			g.RootKeyPath = filepath.Join(o.DataDir, RootKeyFile)
+		}
+	}
+	key, err := resolveKey(ctx, g.nats.js, o, ident, id, g.log)
 	if err != nil {
 		return nil, err
 	}
+	signKey := ident.signKey
 	replicas := o.Replicas
 	if replicas == 0 {
 		replicas = 1
@@ -153,15 +194,15 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			replicas = 3
 		}
 	}
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring})
 	if err != nil {
 		return nil, err
 	}
-	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log})
+	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring})
 	if err != nil {
 		return nil, err
 	}
-	g.audLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: AuditStream, Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}, ljs.Options{Logger: g.log})
+	g.audLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: AuditStream, Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring})
 	if err != nil {
 		return nil, err
 	}
@@ -170,11 +211,24 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
 	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
+	g.Projector.SetKeys(g.Keyring)
+	g.Budget.SetKeys(g.Keyring)
 	g.Keeper = keeper.New(g.budLog, g.Views, id, o.Now)
 	g.Keeper.SignKey = signKey
 	g.ExecutionsLog, g.Contracts, g.Key = g.jsLog, cfg.Contracts(), key
 	g.Ledger = ledger.NewService(ledger.Config{Log: g.jsLog, Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
 		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey})
+
+	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
+	if err != nil {
+		return nil, err
+	}
+	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring})
+	if err != nil {
+		return nil, err
+	}
+	g.Sessions = projector.NewJournal(mcp.SessionsStream, ljs.Source{Stream: g.sesLog.Stream()}, g.Views, g.log)
+	g.Sessions.SetKeys(g.Keyring)
 
 	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
 		m, err := g.Views.Mark(stream)
@@ -182,31 +236,19 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(3)
+	g.wg.Add(4)
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
+	go g.runProjector(runCtx, g.Sessions)
 	go g.runSealer(runCtx, o.CheckpointEvery)
 
-	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
-	if err != nil {
-		return nil, err
-	}
-	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
-	if err != nil {
-		return nil, err
-	}
 	journal := &mcp.Journal{Log: g.sesLog, Key: signKey, GatewayID: id, Logger: g.log}
 	mg, err := mcp.New(g.Ledger, cfg, events, journal, g.log)
 	if err != nil {
 		return nil, err
 	}
 	g.mcp = mg
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
-	}
-	g.Addr = ln.Addr().String()
-	mg.SetOwners(sessionOwners{js: g.nats.js}, "http://"+g.Addr)
+	mg.SetOwners(sessionOwners{js: g.nats.js, id: id, keyring: g.Keyring, log: g.log}, "http://"+g.Addr)
 	g.http = newHTTPServer(g, mg)
 	g.wg.Add(1)
 	go func() {
@@ -230,7 +272,7 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
 		Read: func(ctx context.Context, id, fp string) (string, []audit.Stored, error) {
 			return readIntent(ctx, g.jsLog.Stream(), id, fp)
-		}}, opts...))
+		}, Quarantine: g.Views}, opts...))
 	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName,
 		portcullisv1connect.ApprovalServiceName, portcullisv1connect.AuditServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
@@ -275,6 +317,11 @@ func (g *Gateway) drainViews() {
 	if seq, err := g.budLog.LastSeq(ctx); err == nil {
 		_ = g.Views.BudgetWaitFor(ctx, seq)
 	}
+	if g.sesLog != nil {
+		if seq, err := g.sesLog.LastSeq(ctx); err == nil {
+			_ = g.Views.StreamWaitFor(ctx, mcp.SessionsStream, seq)
+		}
+	}
 }
 
 // runSealer seals checkpoints periodically until ctx ends.
@@ -295,6 +342,13 @@ func (g *Gateway) runSealer(ctx context.Context, every time.Duration) {
 			return
 		}
 	}
+}
+
+// Quarantined counts the messages this gateway's projectors refused to
+// fold since it started, over all streams (for an operator metric; the
+// quarantine view, ListQuarantine, holds each one).
+func (g *Gateway) Quarantined() uint64 {
+	return g.Projector.Quarantined() + g.Budget.Quarantined() + g.Sessions.Quarantined()
 }
 
 // Seal appends checkpoints now for every stream that moved.

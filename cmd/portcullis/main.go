@@ -29,7 +29,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), rebuildCmd(), budgetCmd(), approvalsCmd(), exportCmd(), auditCmd(), investigateCmd(), replayCmd())
+	cmd.AddCommand(serveCmd(), rebuildCmd(), budgetCmd(), approvalsCmd(), exportCmd(), auditCmd(), investigateCmd(), replayCmd(), enrollCmd())
 	return cmd
 }
 
@@ -64,6 +64,9 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.ConfigPath, "config", "", "YAML config with tool contracts")
 	cmd.Flags().DurationVar(&o.CheckpointEvery, "checkpoint-every", server.DefaultCheckpointEvery, "how often to seal signed checkpoints over the streams (also on shutdown)")
 	cmd.Flags().StringVar(&o.GatewayID, "gateway-id", "", "id of this gateway in the ledger (default: config gateway.id, else one kept in the data dir)")
+	cmd.Flags().StringVar(&o.RootKey, "root-key", "", "the ledger's root private key, to enroll this gateway itself (a path, file:PATH or env:NAME; default DATA_DIR/root.key when present, created with a new ledger)")
+	cmd.Flags().StringVar(&o.RootPublicKey, "root-public-key", "", "pin the ledger's root public key (hex; default: pin the root seen first, in DATA_DIR/root.pub)")
+	cmd.Flags().StringVar(&o.SigningKey, "signing-key", "", "this gateway's Ed25519 key (a path, file:PATH or env:NAME; default DATA_DIR/gateway.ed25519, created 0600)")
 	return cmd
 }
 

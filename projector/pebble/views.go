@@ -182,6 +182,11 @@ func (v *Views) BudgetWaitFor(ctx context.Context, seq uint64) error {
 	return v.waitFor(ctx, keeper.Stream, seq)
 }
 
+// StreamWaitFor blocks until the views hold every event of stream up to seq.
+func (v *Views) StreamWaitFor(ctx context.Context, stream string, seq uint64) error {
+	return v.waitFor(ctx, stream, seq)
+}
+
 func (v *Views) waitFor(ctx context.Context, stream string, seq uint64) error {
 	for {
 		v.mu.Lock()
