@@ -22,8 +22,8 @@ type Manifest struct {
 	ExportedAt time.Time `json:"exported_at"`
 	// Filter describes a partial export (subject filter, time range); a
 	// partial export is for analysis and is not verified.
-	Filter   string                  `json:"filter,omitempty"`
-	Streams  map[string]StreamExport `json:"streams"`
+	Filter  string                  `json:"filter,omitempty"`
+	Streams map[string]StreamExport `json:"streams"`
 	// Gateways lists the enrolled keys (id → hex Ed25519 public keys), for
 	// analysts; verification uses Trust (or --trusted-keys), not this.
 	Gateways map[string][]string `json:"gateways"`

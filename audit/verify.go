@@ -60,8 +60,8 @@ type Verifier struct {
 	at       map[string]map[uint64][]byte // stream → seq → running digest (for checkpoints)
 	keys     map[string][]ed25519.PublicKey
 	lastSeq  map[string]uint64
-	last     map[string]link // stream/subject → previous valid event
-	pinned   []Record        // trusted checkpoints, by their stored record
+	last     map[string]link              // stream/subject → previous valid event
+	pinned   []Record                     // trusted checkpoints, by their stored record
 	seen     map[string]map[uint64][]byte // stream → seq → stored bytes of pinned sequences
 	cps      int
 	anchored bool
