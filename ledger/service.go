@@ -359,6 +359,12 @@ func (s *Service) Get(ctx context.Context, executionID string) (*pb.Execution, e
 	if err != nil {
 		return nil, err
 	}
+	// The log checked the head's signature; the views also checked its
+	// chain. When they already hold this sequence with another event, the
+	// log's latest message was quarantined (a replayed old event, say).
+	if v, err := s.views.Head(ctx, subj); err == nil && v.Seq >= h.Seq && v.Event.GetEventId() != h.Event.GetEventId() {
+		h = v
+	}
 	s.known.putHead(h)
 	return withSeq(cloneExecution(h.Event), h.Seq), nil
 }

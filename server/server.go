@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,6 +104,9 @@ type Gateway struct {
 	Views         *pebbleviews.Views
 	// Keyring holds the enrolled gateways every event is checked against.
 	Keyring *trust.Keyring
+	// SignKey is this gateway's enrolled signing key (tests build a second
+	// Service with it; an unsigned or unenrolled writer is quarantined).
+	SignKey ed25519.PrivateKey
 	// RootKeyPath is the root key file this gateway created or was given
 	// ("" when it runs without the root key).
 	RootKeyPath string
@@ -187,6 +191,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	signKey := ident.signKey
+	g.SignKey = signKey
 	replicas := o.Replicas
 	if replicas == 0 {
 		replicas = 1

@@ -178,7 +178,46 @@ func TestForgedResultIsQuarantined(t *testing.T) {
 	if q.Msg.GetTotal() != 3 || !strings.Contains(reasons, "signature does not verify") || !strings.Contains(reasons, "not an enrolled gateway") || !strings.Contains(reasons, "undecodable") {
 		t.Fatalf("quarantine view: %d %s", q.Msg.GetTotal(), reasons)
 	}
+	// A replayed old event (validly signed, stored again on top) breaks the
+	// chain: quarantined, and a read from the log does not serve it.
+	raw := subjectRaw(t, s, head.GetSubject())
+	if _, err := js.Publish(ctx, head.GetSubject(), raw[len(raw)-2]); err != nil {
+		t.Fatal(err)
+	}
+	waitQuarantined(t, g, 4)
+	got, err = c.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
+	if err != nil || got.Msg.GetExecution().GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
+		t.Fatalf("read after a replayed event: %v %v", got, err)
+	}
 	honestDecision(t, g, "after-forged-result")
+}
+
+// subjectRaw returns the stored bytes of every valid event on a subject.
+func subjectRaw(t *testing.T, s jetstream.Stream, subject string) [][]byte {
+	t.Helper()
+	var out [][]byte
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	for seq := uint64(1); uint64(len(out)) < n; seq++ {
+		m, err := s.GetMsg(context.Background(), seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq = m.Sequence
+		ev := new(pb.Event)
+		if proto.Unmarshal(m.Data, ev) == nil && ev.GetEventId() != "evt_forged" && len(ev.GetHash()) > 0 {
+			out = append(out, m.Data)
+		} else {
+			n--
+		}
+	}
+	return out
 }
 
 // One garbage message on pc.exec.* (and one on a real intent's subject
