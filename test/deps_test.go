@@ -9,7 +9,7 @@ import (
 // Domain packages hold the rules and do no I/O: they must not import
 // NATS, Pebble or Connect (STYLE.md). Adapters implement their ports.
 func TestDomainImportsNoAdapters(t *testing.T) {
-	domain := []string{"contract", "fingerprint", "ledger", "projector", "budget", "budget/keeper", "executor"}
+	domain := []string{"contract", "fingerprint", "ledger", "projector", "budget", "budget/keeper", "executor", "trust", "audit"}
 	forbidden := []string{"github.com/nats-io/", "github.com/cockroachdb/pebble", "connectrpc.com/"}
 	for _, pkg := range domain {
 		out, err := exec.Command("go", "list", "-deps", "github.com/portcullis-dev/portcullis/"+pkg).CombinedOutput()

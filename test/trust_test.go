@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -534,4 +535,57 @@ func TestVerifyChecksDecodedEventsAndNeedsALedger(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "no ledger found") {
 		t.Fatalf("verify of an empty server: %v\n%s", err, out)
 	}
+}
+
+// A gateway nobody enrolled refuses to start and says how to enroll it;
+// after `portcullis enroll` it starts, adopts the fingerprint key the
+// ledger shares sealed to it (no NATS reader can read the key), and
+// retries through either gateway match.
+func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
+	ctx := context.Background()
+	g1 := trustGateway(t, t.TempDir())
+	d2 := t.TempDir()
+	o2 := server.Options{DataDir: d2, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: g1.NatsURL,
+		GatewayID: "gw-2", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	_, err := server.Start(ctx, o2)
+	if err == nil || !strings.Contains(err.Error(), "is not enrolled") {
+		t.Fatalf("unenrolled gateway: %v", err)
+	}
+	m := regexp.MustCompile(`--public-key ([0-9a-f]{64}) --box-key ([0-9a-f]{64})`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("the refusal does not say how to enroll: %v", err)
+	}
+	out, err := exec.Command(binary, "enroll", "--nats-url", g1.NatsURL, "--root-key", "file:"+g1.RootKeyPath,
+		"--gateway-id", "gw-2", "--public-key", m[1], "--box-key", m[2], "--addr", "http://127.0.0.1:1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("enroll: %v\n%s", err, out)
+	}
+	g2, err := server.Start(ctx, o2)
+	if err != nil {
+		t.Fatalf("enrolled gateway: %v", err)
+	}
+	defer g2.Close(ctx)
+	if hex.EncodeToString(g2.Key) != testKey {
+		t.Fatal("the enrolled gateway did not adopt the ledger's fingerprint key")
+	}
+	a := args(t, map[string]any{"amount": 9})
+	first, err := client(g1).Begin(ctx, beginReq("create_payment", a, "", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := client(g2).Begin(ctx, beginReq("create_payment", a, "", "2"))
+	if err != nil || second.Msg.GetExecution().GetExecutionId() != first.Msg.GetExecution().GetExecutionId() {
+		t.Fatalf("retry through the enrolled gateway: %v %v", second, err)
+	}
+	// Nothing in the meta stream holds the key in the clear.
+	js := attacker(t, g1)
+	meta := must(js.Stream(ctx, "PORTCULLIS_META"))
+	info := must(meta.Info(ctx, jetstream.WithSubjectFilter(">")))
+	for subj := range info.State.Subjects {
+		msg := must(meta.GetLastMsgForSubject(ctx, subj))
+		if strings.Contains(string(msg.Data), testKey) || strings.Contains(string(msg.Data), string(must(hex.DecodeString(testKey)))) {
+			t.Fatalf("%s holds the fingerprint key in the clear", subj)
+		}
+	}
+	honestDecision(t, g2, "after-enroll")
 }
