@@ -87,12 +87,12 @@ func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *sl
 			}
 			lg.Warn("created the ledger's root key; it signs gateway enrollments: keep it safe, move it offline once the gateways are enrolled", "file", p)
 		}
-		rec, err := proto.Marshal(trust.NewRoot(id.rootKey, time.Now()))
-		if err != nil {
-			return nil, err
+		rec, merr := proto.Marshal(trust.NewRoot(id.rootKey, time.Now()))
+		if merr != nil {
+			return nil, merr
 		}
-		if _, err := js.Publish(ctx, RootSubject, rec, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
-			lg.Info("another gateway recorded the root first", "err", err)
+		if _, perr := js.Publish(ctx, RootSubject, rec, jetstream.WithExpectLastSequencePerSubject(0)); perr != nil {
+			lg.Info("another gateway recorded the root first", "err", perr)
 		}
 		id.root, err = readRoot(ctx, meta)
 	}
