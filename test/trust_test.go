@@ -589,3 +589,27 @@ func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
 	}
 	honestDecision(t, g2, "after-enroll")
 }
+
+// The first gateway on a fresh cluster, given the operator's root key,
+// creates the ledger with that root and keeps no copy of it.
+func TestNewLedgerWithTheOperatorsRootKey(t *testing.T) {
+	ctx := context.Background()
+	ns, _ := natstest.Start(t)
+	_, root, _ := ed25519.GenerateKey(nil)
+	t.Setenv("PORTCULLIS_TEST_ROOT", hex.EncodeToString(root.Seed()))
+	dataDir := t.TempDir()
+	g, err := server.Start(ctx, server.Options{DataDir: dataDir, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: ns.ClientURL(),
+		RootKey: "env:PORTCULLIS_TEST_ROOT", FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	if _, err := os.Stat(filepath.Join(dataDir, server.RootKeyFile)); err == nil {
+		t.Fatal("the gateway wrote a copy of the operator's root key")
+	}
+	pinned := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, "root.pub")))))
+	if pinned != hex.EncodeToString(root.Public().(ed25519.PublicKey)) {
+		t.Fatalf("pinned root %s", pinned)
+	}
+	honestDecision(t, g, "operator-root")
+}
