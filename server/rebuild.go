@@ -79,7 +79,9 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 
 // Replay folds the record into fresh views in outDir, from an export
 // directory (from != "") or the live ledger, reporting progress per
-// stream; it returns the number of events folded.
+// stream; it returns the number of events folded. Signatures are checked
+// against the record's own enrollments (pin them with audit verify
+// --trusted-keys); what fails is quarantined, as on a gateway.
 func Replay(ctx context.Context, o Options, from, outDir string, progress func(stream string, applied, total uint64)) (uint64, error) {
 	if _, err := os.Stat(outDir); err == nil {
 		return 0, fmt.Errorf("%s exists: replay builds fresh views", outDir)
@@ -90,7 +92,17 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 	}
 	defer v.Close()
 	sources := map[string]projector.Source{}
+	var keys ledger.Keys
 	if from != "" {
+		man, err := audit.ReadManifest(from)
+		if err != nil {
+			return 0, err
+		}
+		a, err := man.Trust.UnpinnedAnchor()
+		if err != nil {
+			return 0, fmt.Errorf("replay %s: %w", from, err)
+		}
+		keys = keyMap(a.Keys(man.Trust))
 		sources[ledger.ExecutionsStream] = audit.ExportSource{Dir: from, Stream: ledger.ExecutionsStream}
 		sources[keeper.Stream] = audit.ExportSource{Dir: from, Stream: keeper.Stream}
 		sources[mcp.SessionsStream] = audit.ExportSource{Dir: from, Stream: mcp.SessionsStream}
@@ -100,6 +112,11 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 			return 0, err
 		}
 		defer n.close()
+		kr, err := ledgerKeyring(ctx, n.js, Options{})
+		if err != nil {
+			return 0, err
+		}
+		keys = kr
 		for _, name := range []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream} {
 			if s, err := n.js.Stream(ctx, name); err == nil {
 				sources[name] = ljs.Source{Stream: s}
@@ -121,6 +138,7 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 		default:
 			p = projector.New(name, src, v, nil)
 		}
+		p.SetKeys(keys)
 		var done uint64
 		err := p.CatchUp(ctx, func(applied, all uint64) {
 			done = applied
