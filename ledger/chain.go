@@ -62,8 +62,10 @@ func CheckSignature(ev *pb.Event, pub ed25519.PublicKey) error {
 // Keys answers which public keys a gateway id is enrolled with (none: not
 // enrolled). trust.Keyring implements it from the root-signed enrollment
 // records of the meta stream.
+// An error means the keys could not be read now (the meta stream was not
+// reachable): the caller retries, it never quarantines on it.
 type Keys interface {
-	GatewayKeys(gatewayID string) []ed25519.PublicKey
+	GatewayKeys(gatewayID string) ([]ed25519.PublicKey, error)
 }
 
 // CheckSigned asserts that a stored event is what an enrolled gateway
@@ -78,7 +80,10 @@ func CheckSigned(ev *pb.Event, keys Keys) error {
 	if keys == nil {
 		return nil
 	}
-	pubs := keys.GatewayKeys(ev.GetGatewayId())
+	pubs, err := keys.GatewayKeys(ev.GetGatewayId())
+	if err != nil {
+		return fmt.Errorf("%w: gateway %s: %v", ErrKeysUnavailable, ev.GetGatewayId(), err)
+	}
 	if len(pubs) == 0 {
 		return fmt.Errorf("%w: event %s on %s: writer %q is not an enrolled gateway", ErrUnenrolled, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
 	}

@@ -80,6 +80,9 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 			}
 		}
 		ev, fault := checkBudgetEntry(e, nameOK, h, b.guard.keys)
+		if errors.Is(fault, ledger.ErrKeysUnavailable) {
+			return fmt.Errorf("projector %s seq %d: %w", keeper.Stream, e.Seq, fault) // retried, never quarantined
+		}
 		if fault != nil {
 			quarantined = append(quarantined, b.guard.quarantine(keeper.Stream, e, ev, fault))
 			b.log.Warn("event quarantined", "stream", keeper.Stream, "seq", e.Seq, "subject", e.Subject, "reason", fault)

@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -42,6 +43,9 @@ func (j *journal) apply(_ context.Context, entries []Entry, mark Mark) error {
 			fault = fmt.Errorf("%w: event names subject %s", ledger.ErrCorrupt, ev.GetSubject())
 		} else {
 			fault = ledger.CheckSigned(ev, j.guard.keys)
+		}
+		if errors.Is(fault, ledger.ErrKeysUnavailable) {
+			return fmt.Errorf("projector %s seq %d: %w", j.stream, e.Seq, fault) // retried, never quarantined
 		}
 		if fault != nil {
 			quarantined = append(quarantined, j.guard.quarantine(j.stream, e, ev, fault))

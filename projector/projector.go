@@ -242,6 +242,9 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 			prev = prevRow.Event
 		}
 		ev, fault := checkEntry(e, prev, p.guard.keys)
+		if errors.Is(fault, ledger.ErrKeysUnavailable) {
+			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, fault) // retried, never quarantined
+		}
 		token, tokOK := intentToken(e.Subject)
 		if fault != nil {
 			// Quarantined: never folded. The subject's (and its intent's)

@@ -159,7 +159,7 @@ func SaveCheckpoint(ctx context.Context, o Options) (audit.SavedCheckpoints, err
 // keyMap adapts resolved keys to ledger.Keys.
 type keyMap map[string][]ed25519.PublicKey
 
-func (k keyMap) GatewayKeys(id string) []ed25519.PublicKey { return k[id] }
+func (k keyMap) GatewayKeys(id string) ([]ed25519.PublicKey, error) { return k[id], nil }
 
 // ReadIntent reads every event of every execution of the intent that
 // executionID (or, when it is empty, the fingerprint) belongs to, for an

@@ -47,7 +47,11 @@ func (s sessionOwners) Owner(ctx context.Context, sessionID string) (string, err
 		return "", err
 	}
 	gatewayID, url, _ := strings.Cut(string(m.Data), " ")
-	for _, e := range s.keyring.Enrollments(gatewayID) {
+	enrolled, err := s.keyring.Enrollments(gatewayID)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range enrolled {
 		if e.GetListenAddr() == url && url != "" {
 			return url, nil
 		}

@@ -208,10 +208,14 @@ func publishEnrollment(ctx context.Context, js jetstream.JetStream, gatewayID st
 func ensureEnrolled(ctx context.Context, js jetstream.JetStream, id *identity, gatewayID, addr string, lg *slog.Logger) error {
 	pub := id.signKey.Public().(ed25519.PublicKey)
 	enrolledAt := false
-	enrolled := false
-	for _, e := range id.keyring.Enrollments(gatewayID) {
+	isEnrolled := false
+	enrolled, err := id.keyring.Enrollments(gatewayID)
+	if err != nil {
+		return err
+	}
+	for _, e := range enrolled {
 		if bytes.Equal(e.GetPublicKey(), pub) {
-			enrolled = true
+			isEnrolled = true
 			enrolledAt = enrolledAt || e.GetListenAddr() == addr
 		}
 	}
@@ -219,7 +223,7 @@ func ensureEnrolled(ctx context.Context, js jetstream.JetStream, id *identity, g
 		return nil
 	}
 	if id.rootKey == nil {
-		if enrolled {
+		if isEnrolled {
 			lg.Warn("this gateway is enrolled at another address: sessions are forwarded to it only at its enrolled address; re-enroll with `portcullis enroll --addr`", "addr", addr)
 			return nil
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,33 +65,31 @@ func (k *Keyring) Add(sr *pb.SignedRecord) (*pb.Enrollment, error) {
 }
 
 // GatewayKeys returns the enrolled public keys of a gateway id (none: not
-// enrolled), looking the id up in the meta stream when it is unknown.
-func (k *Keyring) GatewayKeys(gatewayID string) []ed25519.PublicKey {
+// enrolled), looking the id up in the meta stream when it is unknown. An
+// error means the meta stream could not be read: the caller retries.
+func (k *Keyring) GatewayKeys(gatewayID string) ([]ed25519.PublicKey, error) {
+	es, err := k.Enrollments(gatewayID)
+	return keysOf(es), err
+}
+
+// Enrollments returns the enrolled records of a gateway id.
+func (k *Keyring) Enrollments(gatewayID string) ([]*pb.Enrollment, error) {
 	if es := k.enrolled(gatewayID); len(es) > 0 {
-		return keysOf(es)
+		return es, nil
 	}
 	if k.lookup == nil || gatewayID == "" {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupWaitMax)
 	defer cancel()
 	recs, err := k.lookup(ctx, gatewayID)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("look up enrollments of %s: %w", gatewayID, err)
 	}
 	for _, sr := range recs {
 		_, _ = k.Add(sr)
 	}
-	return keysOf(k.enrolled(gatewayID))
-}
-
-// Enrollments returns the enrolled records of a gateway id.
-func (k *Keyring) Enrollments(gatewayID string) []*pb.Enrollment {
-	if es := k.enrolled(gatewayID); len(es) > 0 {
-		return es
-	}
-	_ = k.GatewayKeys(gatewayID)
-	return k.enrolled(gatewayID)
+	return k.enrolled(gatewayID), nil
 }
 
 // All returns every enrolled gateway's keys (id → keys).

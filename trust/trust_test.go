@@ -24,7 +24,7 @@ func TestEnrollmentCountsOnlyWithTheRootsSignature(t *testing.T) {
 	if _, err := kr.Add(honest); err != nil {
 		t.Fatal(err)
 	}
-	if ks := kr.GatewayKeys("gw-1"); len(ks) != 1 || !bytes.Equal(ks[0], gw.Public().(ed25519.PublicKey)) {
+	if ks := keys(t, kr, "gw-1"); len(ks) != 1 || !bytes.Equal(ks[0], gw.Public().(ed25519.PublicKey)) {
 		t.Fatalf("enrolled keys: %x", ks)
 	}
 	cases := map[string]*pb.SignedRecord{
@@ -38,8 +38,8 @@ func TestEnrollmentCountsOnlyWithTheRootsSignature(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if kr.Rejected() != uint64(len(cases)) || len(kr.GatewayKeys("gw-evil")) != 0 {
-		t.Fatalf("rejected %d, gw-evil keys %d", kr.Rejected(), len(kr.GatewayKeys("gw-evil")))
+	if kr.Rejected() != uint64(len(cases)) || len(keys(t, kr, "gw-evil")) != 0 {
+		t.Fatalf("rejected %d, gw-evil keys %d", kr.Rejected(), len(keys(t, kr, "gw-evil")))
 	}
 }
 
@@ -53,9 +53,24 @@ func TestLookupFindsAGatewayEnrolledLater(t *testing.T) {
 		}
 		return nil, nil
 	})
-	if len(kr.GatewayKeys("gw-2")) != 1 || len(kr.GatewayKeys("gw-3")) != 0 {
+	if len(keys(t, kr, "gw-2")) != 1 || len(keys(t, kr, "gw-3")) != 0 {
 		t.Fatal("lookup of a later enrollment")
 	}
+	failing := NewKeyring(root.Public().(ed25519.PublicKey), func(context.Context, string) ([]*pb.SignedRecord, error) {
+		return nil, errors.New("meta stream unreachable")
+	})
+	if _, err := failing.GatewayKeys("gw-2"); err == nil {
+		t.Fatal("a failed lookup must be an error, not 'not enrolled'")
+	}
+}
+
+func keys(t *testing.T, kr *Keyring, id string) []ed25519.PublicKey {
+	t.Helper()
+	ks, err := kr.GatewayKeys(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
 }
 
 func TestRootRecordIsSelfSigned(t *testing.T) {

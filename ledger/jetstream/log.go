@@ -101,6 +101,9 @@ func (l *Log) Last(ctx context.Context, subject string) (ledger.Head, error) {
 	if err == nil {
 		return ledger.Head{Seq: m.Sequence, Event: ev}, nil
 	}
+	if errors.Is(err, ledger.ErrKeysUnavailable) {
+		return ledger.Head{}, fmt.Errorf("last %s: %w", subject, err)
+	}
 	l.c.log.Warn("latest message on subject quarantined; reading the latest valid one", "subject", subject, "seq", m.Sequence, "reason", err)
 	valid, err := l.lastValid(ctx, subject, m.Sequence)
 	if err != nil {
@@ -140,7 +143,11 @@ func (l *Log) lastValid(ctx context.Context, subject string, upTo uint64) (*pb.E
 			if md.Sequence.Stream > upTo {
 				return valid, nil
 			}
-			if ev, err := l.check(subject, m.Data()); err == nil && (valid == nil || bytesEqual(ev.GetPrevHash(), valid.GetHash())) {
+			ev, err := l.check(subject, m.Data())
+			if errors.Is(err, ledger.ErrKeysUnavailable) {
+				return nil, fmt.Errorf("last %s: %w", subject, err)
+			}
+			if err == nil && (valid == nil || bytesEqual(ev.GetPrevHash(), valid.GetHash())) {
 				valid = ev
 			}
 			if md.Sequence.Stream == upTo {
