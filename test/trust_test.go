@@ -3,17 +3,20 @@ package test
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -612,4 +615,41 @@ func TestNewLedgerWithTheOperatorsRootKey(t *testing.T) {
 		t.Fatalf("pinned root %s", pinned)
 	}
 	honestDecision(t, g, "operator-root")
+}
+
+// A forged session owner record never makes a gateway forward an agent's
+// request (and its bearer token) anywhere: only to an enrolled gateway's
+// recorded address.
+func TestForgedSessionOwnerIsNotForwarded(t *testing.T) {
+	ctx := context.Background()
+	tg := newTarget(t)
+	g := startMCPGateway(t, mcpConfig(t, tg), "")
+	var hits atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer evil.Close()
+	js := attacker(t, g)
+	for i, claim := range []string{g.ID + " " + evil.URL, "gw-evil " + evil.URL} {
+		sid := fmt.Sprintf("forged-session-%d", i)
+		sum := sha256.Sum256([]byte(sid))
+		if _, err := js.Publish(ctx, "pc.meta.session."+hex.EncodeToString(sum[:16]), []byte(claim)); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+		req.Header.Set("Authorization", "Bearer "+agentToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the gateway forwarded %d agent requests to a forged owner", n)
+	}
 }
