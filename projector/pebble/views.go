@@ -188,6 +188,20 @@ func (v *Views) StreamWaitFor(ctx context.Context, stream string, seq uint64) er
 }
 
 func (v *Views) waitFor(ctx context.Context, stream string, seq uint64) error {
+	v.mu.Lock()
+	_, known := v.applied[stream]
+	v.mu.Unlock()
+	if !known { // a stream Open did not load (the sessions journal's digest)
+		cp, err := v.Checkpoint(stream)
+		if err != nil {
+			return err
+		}
+		v.mu.Lock()
+		if v.applied[stream] < cp {
+			v.applied[stream] = cp
+		}
+		v.mu.Unlock()
+	}
 	for {
 		v.mu.Lock()
 		if v.applied[stream] >= seq {
