@@ -64,8 +64,10 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 		found := false
 		if nameOK {
 			var ok bool
-			if h, ok = accounts[name]; ok {
+			if h, ok = accounts[name]; ok && h.Account != nil {
 				found = true
+			} else if ok {
+				h = keeper.Head{Seq: h.Seq, Account: &budget.Account{}} // only quarantined so far
 			} else {
 				var err error
 				h, err = b.store.Account(ctx, name) // a fresh copy, folded in place below
@@ -86,9 +88,12 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 		if fault != nil {
 			quarantined = append(quarantined, b.guard.quarantine(keeper.Stream, e, ev, fault))
 			b.log.Warn("event quarantined", "stream", keeper.Stream, "seq", e.Seq, "subject", e.Subject, "reason", fault)
-			if found {
+			switch {
+			case found:
 				h.Seq = e.Seq // the account's real last sequence; its state stays
 				accounts[name] = h
+			case nameOK:
+				accounts[name] = keeper.Head{Seq: e.Seq} // no account yet: only the sequence
 			}
 			continue
 		}

@@ -653,3 +653,32 @@ func TestForgedSessionOwnerIsNotForwarded(t *testing.T) {
 		t.Fatalf("the gateway forwarded %d agent requests to a forged owner", n)
 	}
 }
+
+// A garbage message on a budget account's subject, before the account's
+// first decision and after it, is quarantined; the account is still set up
+// and decided on (compare-and-set on the subject's real last sequence).
+func TestGarbageOnABudgetAccount(t *testing.T) {
+	ctx := context.Background()
+	g := trustGateway(t, t.TempDir())
+	b := budgetClient(g)
+	js := attacker(t, g)
+	if _, err := js.Publish(ctx, "pc.budget.fresh", []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	waitQuarantined(t, g, 1)
+	if _, err := b.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "fresh", Limit: 1000, Currency: "GBP"})); err != nil {
+		t.Fatalf("first decision on an account with a garbage message: %v", err)
+	}
+	if _, err := js.Publish(ctx, "pc.budget.fresh", []byte("more garbage")); err != nil {
+		t.Fatal(err)
+	}
+	waitQuarantined(t, g, 2)
+	res, err := b.Reserve(ctx, reserve("fresh", "op-1", "sha256:x", 100))
+	if err != nil || !res.Msg.GetDecision().GetAllowed() {
+		t.Fatalf("reserve after garbage: %v %v", res, err)
+	}
+	acc, err := b.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: "fresh"}))
+	if err != nil || acc.Msg.GetAccount().GetHeld() != 100 {
+		t.Fatalf("account after garbage: %v %v", acc, err)
+	}
+}
