@@ -176,11 +176,18 @@ func ReadIntent(ctx context.Context, o Options, executionID, fingerprint, operat
 	if err != nil {
 		return "", nil, fmt.Errorf("stream %s: %w", ledger.ExecutionsStream, err)
 	}
+	keys, err := ledgerKeyring(ctx, n.js, Options{})
+	if err != nil {
+		return "", nil, err
+	}
 	if operationKey != "" {
 		err := ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
-			ev, err := ljs.Decode(e.Data)
-			if err != nil {
+			ev, err := decodeSigned(e.Subject, e.Data, keys)
+			if errors.Is(err, ledger.ErrKeysUnavailable) {
 				return err
+			}
+			if err != nil {
+				return nil // quarantined: not evidence
 			}
 			if ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey {
 				executionID = ev.GetExecutionId()
@@ -194,10 +201,37 @@ func ReadIntent(ctx context.Context, o Options, executionID, fingerprint, operat
 			return "", nil, fmt.Errorf("%w: no execution with operation key %q", ledger.ErrNotFound, operationKey)
 		}
 	}
-	return readIntent(ctx, s, executionID, fingerprint)
+	return readIntent(ctx, s, keys, executionID, fingerprint)
 }
 
-func readIntent(ctx context.Context, s jetstream.Stream, executionID, fingerprint string) (string, []audit.Stored, error) {
+// decodeSigned decodes a stored event and checks it as the fold does
+// (subject, hash, enrolled writer's signature): an investigation never
+// takes a quarantined message as evidence, and never stops on one.
+func decodeSigned(subject string, data []byte, keys ledger.Keys) (*pb.Event, error) {
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("%w: decode: %v", ledger.ErrCorrupt, err)
+	}
+	if ev.GetSubject() != subject {
+		return nil, fmt.Errorf("%w: the event names subject %s", ledger.ErrCorrupt, ev.GetSubject())
+	}
+	return ev, ledger.CheckSigned(ev, keys)
+}
+
+// chainCheck keeps the latest valid event per execution subject, so an
+// investigation also skips what the fold quarantines for its chain or
+// transition (a replayed old event, say). Events come in stream order.
+type chainCheck map[string]*pb.Event
+
+func (c chainCheck) follows(ev *pb.Event) bool {
+	if ledger.CheckNext(c[ev.GetSubject()], ev) != nil {
+		return false
+	}
+	c[ev.GetSubject()] = ev
+	return true
+}
+
+func readIntent(ctx context.Context, s jetstream.Stream, keys ledger.Keys, executionID, fingerprint string) (string, []audit.Stored, error) {
 	var token string
 	if executionID != "" {
 		if err := ledger.ValidateExecutionID(executionID); err != nil {
@@ -237,21 +271,26 @@ func readIntent(ctx context.Context, s jetstream.Stream, executionID, fingerprin
 		return "", nil, err
 	}
 	var out []audit.Stored
-	for len(out) < total {
-		batch, err := c.Fetch(total-len(out), jetstream.FetchMaxWait(5*time.Second))
+	chain := chainCheck{}
+	for read := 0; read < total; {
+		batch, err := c.Fetch(total-read, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return "", nil, err
 		}
 		got := 0
 		for m := range batch.Messages() {
 			got++
+			read++
 			md, err := m.Metadata()
 			if err != nil {
 				return "", nil, err
 			}
-			ev, err := ljs.Decode(m.Data())
-			if err != nil {
+			ev, err := decodeSigned(m.Subject(), m.Data(), keys)
+			if errors.Is(err, ledger.ErrKeysUnavailable) {
 				return "", nil, err
+			}
+			if err != nil || !chain.follows(ev) {
+				continue // quarantined: not evidence
 			}
 			out = append(out, audit.Stored{Seq: md.Sequence.Stream, Event: ev})
 			if executionID == "" && ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED {
@@ -259,7 +298,7 @@ func readIntent(ctx context.Context, s jetstream.Stream, executionID, fingerprin
 			}
 		}
 		if got == 0 {
-			return "", nil, fmt.Errorf("read %d of %d events of %s", len(out), total, filter)
+			return "", nil, fmt.Errorf("read %d of %d events of %s", read, total, filter)
 		}
 	}
 	// Executions of the same request under other intents (another
@@ -279,9 +318,12 @@ func readIntent(ctx context.Context, s jetstream.Stream, executionID, fingerprin
 		if !ok || tok == token {
 			return nil
 		}
-		ev, err := ljs.Decode(e.Data)
-		if err != nil {
+		ev, err := decodeSigned(e.Subject, e.Data, keys)
+		if errors.Is(err, ledger.ErrKeysUnavailable) {
 			return err
+		}
+		if err != nil || !chain.follows(ev) {
+			return nil // quarantined: not evidence
 		}
 		if ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED && ev.GetExecutionChanged().GetExecution().GetRequestDigest() == digest {
 			related[id] = true

@@ -193,6 +193,20 @@ func TestForgedResultIsQuarantined(t *testing.T) {
 	if err != nil || got.Msg.GetExecution().GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
 		t.Fatalf("read after a replayed event: %v %v", got, err)
 	}
+	// An investigation reads past the quarantined messages and never takes
+	// them as evidence.
+	inv, err := ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: id}))
+	if err != nil {
+		t.Fatalf("investigate over quarantined messages: %v", err)
+	}
+	for _, st := range inv.Msg.GetTimeline() {
+		if st.GetGatewayId() == "gw-evil" || strings.Contains(st.GetDetail(), "forged") {
+			t.Fatalf("a quarantined message in the timeline: %v", st)
+		}
+	}
+	if n := len(inv.Msg.GetTimeline()); n != 5 { // accepted, dispatched, attached, result, attached
+		t.Fatalf("timeline of %d steps: %v", n, inv.Msg.GetTimeline())
+	}
 	honestDecision(t, g, "after-forged-result")
 }
 
