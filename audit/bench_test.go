@@ -127,6 +127,7 @@ func BenchmarkVerifyExport(b *testing.B) {
 // does. The difference is the cost of verify on fold.
 //
 //	go test ./audit/ -run '^$' -bench ReplayExport -benchtime 20000x
+//
 // With own=true the events were signed by this process (a gateway folding
 // its own writes), which remembers its signatures and skips the verify.
 func BenchmarkReplayExport(b *testing.B) {
