@@ -66,6 +66,7 @@ type Gateway struct {
 	mu            sync.Mutex
 	pending       map[string][]string // request nonce → executions whose result that request carries
 	sessionActors map[string]string   // MCP session id → the actor its requests authenticated as
+	sessionRemote map[string]string   // MCP session id → the remote address of its connection
 	local         map[string]bool     // sessions this gateway holds
 	owners        SessionOwners
 	self          string
@@ -75,7 +76,7 @@ type Gateway struct {
 // streams are kept in events (nil: in memory).
 func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *Journal, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{ledger: l, tools: map[string]config.Tool{}, agents: cfg.Agents, http: executor.NewHTTP(), log: log, locked: cfg.VaultLocked,
-		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events, journal: journal, sessionActors: map[string]string{}, local: map[string]bool{}}
+		schemas: map[string]*jsonschema.Resolved{}, pending: map[string][]string{}, events: events, journal: journal, sessionActors: map[string]string{}, sessionRemote: map[string]string{}, local: map[string]bool{}}
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
 			continue // contract only: run by outside executors through the Connect API
@@ -161,6 +162,7 @@ func (g *Gateway) Handler() http.Handler {
 			g.mu.Lock()
 			if len(g.sessionActors) < maxTrackedSessions {
 				g.sessionActors[sid] = actor
+				g.sessionRemote[sid] = r.RemoteAddr
 			}
 			g.mu.Unlock()
 		}

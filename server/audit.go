@@ -201,7 +201,8 @@ func ReadIntent(ctx context.Context, o Options, executionID, fingerprint, operat
 			return "", nil, fmt.Errorf("%w: no execution with operation key %q", ledger.ErrNotFound, operationKey)
 		}
 	}
-	return readIntent(ctx, s, keys, executionID, fingerprint)
+	ss, _ := n.js.Stream(ctx, mcp.SessionsStream) // nil: no sessions journal yet
+	return readIntent(ctx, s, ss, keys, executionID, fingerprint)
 }
 
 // decodeSigned decodes a stored event and checks it as the fold does
@@ -231,7 +232,7 @@ func (c chainCheck) follows(ev *pb.Event) bool {
 	return true
 }
 
-func readIntent(ctx context.Context, s jetstream.Stream, keys ledger.Keys, executionID, fingerprint string) (string, []audit.Stored, error) {
+func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.Keys, executionID, fingerprint string) (string, []audit.Stored, error) {
 	var token string
 	if executionID != "" {
 		if err := ledger.ValidateExecutionID(executionID); err != nil {
@@ -336,5 +337,45 @@ func readIntent(ctx context.Context, s jetstream.Stream, keys ledger.Keys, execu
 	if err != nil {
 		return "", nil, err
 	}
-	return executionID, append(out, extra...), nil
+	out = append(out, extra...)
+	journal, err := readJournal(ctx, sessions, keys, out)
+	if err != nil {
+		return "", nil, err
+	}
+	return executionID, append(out, journal...), nil
+}
+
+// readJournal reads the signed sessions-journal entry of every session the
+// calls named (the latest valid one per session; none when the journal
+// does not hold it).
+func readJournal(ctx context.Context, sessions jetstream.Stream, keys ledger.Keys, events []audit.Stored) ([]audit.Stored, error) {
+	if sessions == nil {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	var out []audit.Stored
+	for _, st := range events {
+		sid := st.Event.GetExecutionChanged().GetCorrelation().GetSessionId()
+		if sid == "" || seen[sid] {
+			continue
+		}
+		seen[sid] = true
+		subj := mcp.SessionSubject(sid)
+		m, err := sessions.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sessions journal %s: %w", subj, err)
+		}
+		ev, err := decodeSigned(subj, m.Data, keys)
+		if errors.Is(err, ledger.ErrKeysUnavailable) {
+			return nil, err
+		}
+		if err != nil || ev.GetSessionChanged().GetSessionId() != sid {
+			continue // quarantined: not evidence
+		}
+		out = append(out, audit.Stored{Seq: m.Sequence, Event: ev})
+	}
+	return out, nil
 }

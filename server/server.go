@@ -276,7 +276,7 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway) *http.Server {
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(&gateway.ApprovalService{Ledger: g.Ledger}, opts...))
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
 		Read: func(ctx context.Context, id, fp string) (string, []audit.Stored, error) {
-			return readIntent(ctx, g.jsLog.Stream(), g.Keyring, id, fp)
+			return readIntent(ctx, g.jsLog.Stream(), g.sesLog.Stream(), g.Keyring, id, fp)
 		}, Quarantine: g.Views}, opts...))
 	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName,
 		portcullisv1connect.ApprovalServiceName, portcullisv1connect.AuditServiceName}

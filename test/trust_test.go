@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -694,5 +695,37 @@ func TestGarbageOnABudgetAccount(t *testing.T) {
 	acc, err := b.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: "fresh"}))
 	if err != nil || acc.Msg.GetAccount().GetHeld() != 100 {
 		t.Fatalf("account after garbage: %v %v", acc, err)
+	}
+}
+
+// The first answer of an investigation comes from the signed sessions
+// journal: the agent's client, version and remote address, not the
+// session id the call carried.
+func TestInvestigationCountsProcessesFromTheJournal(t *testing.T) {
+	ctx := context.Background()
+	tg := newTarget(t)
+	g := startMCPGateway(t, mcpConfig(t, tg), "")
+	s, err := mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "create_payment", Arguments: map[string]any{"release_id": "j1", "n": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := structured(t, r)["execution_id"].(string)
+	if id == "" {
+		t.Fatalf("no execution id: %v", structured(t, r))
+	}
+	ac := portcullisv1connect.NewAuditServiceClient(http.DefaultClient, "http://"+g.Addr)
+	inv, err := ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1 := inv.Msg.GetAnswers()[0]
+	evidence := fmt.Sprint(q1.GetEvidence())
+	if !strings.Contains(q1.GetAnswer(), "signed sessions journal") || !strings.Contains(evidence, "client test-agent 1") || !strings.Contains(evidence, "from 127.0.0.1:") {
+		t.Fatalf("first answer: %s %s", q1.GetAnswer(), evidence)
 	}
 }
