@@ -79,12 +79,14 @@ func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *sl
 			return nil, fmt.Errorf("root key: %w", err)
 		}
 	}
+	created := ""
 	if id.root, err = readRoot(ctx, meta); errors.Is(err, jetstream.ErrMsgNotFound) {
 		if id.rootKey == nil {
 			p := filepath.Join(o.DataDir, RootKeyFile)
 			if id.rootKey, err = trust.CreateKeyFile(p); err != nil {
 				return nil, fmt.Errorf("root key: %w", err)
 			}
+			created = p
 			lg.Warn("created the ledger's root key; it signs gateway enrollments: keep it safe, move it offline once the gateways are enrolled", "file", p)
 		}
 		rec, merr := proto.Marshal(trust.NewRoot(id.rootKey, time.Now()))
@@ -100,7 +102,15 @@ func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *sl
 		return nil, fmt.Errorf("ledger root: %w", err)
 	}
 	if id.rootKey != nil && !bytes.Equal(id.rootKey.Public().(ed25519.PublicKey), id.root.GetPublicKey()) {
-		return nil, errors.New("the root key given is not this ledger's root")
+		if created == "" {
+			return nil, errors.New("the root key given is not this ledger's root")
+		}
+		// Another gateway created the ledger at the same moment: this one's
+		// new root key is nobody's; it must be enrolled like any other.
+		if err := os.Remove(created); err != nil {
+			return nil, fmt.Errorf("root key: %w", err)
+		}
+		id.rootKey = nil
 	}
 	if err := pinRoot(o, id.root.GetPublicKey()); err != nil {
 		return nil, err
