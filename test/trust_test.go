@@ -208,6 +208,10 @@ func TestForgedResultIsQuarantined(t *testing.T) {
 	if n := len(inv.Msg.GetTimeline()); n != 5 { // accepted, dispatched, attached, result, attached
 		t.Fatalf("timeline of %d steps: %v", n, inv.Msg.GetTimeline())
 	}
+	out, err := exec.Command(binary, "audit", "quarantine", "--addr", "http://"+g.Addr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "4 quarantined") || !strings.Contains(string(out), `(claims "gw-evil")`) {
+		t.Fatalf("audit quarantine: %v\n%s", err, out)
+	}
 	honestDecision(t, g, "after-forged-result")
 }
 
