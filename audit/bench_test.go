@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,15 +18,23 @@ import (
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
+	"github.com/portcullis-dev/portcullis/trust"
 )
 
 // writeExport writes an export of n signed, chained execution events
 // (accepted → dispatched → result observed per execution).
 func writeExport(b *testing.B, n int) string {
+	dir, _ := writeSignedExport(b, n)
+	return dir
+}
+
+// writeSignedExport also returns the keyring of the export's ledger.
+func writeSignedExport(b *testing.B, n int) (string, *trust.Keyring) {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "export")
-	pub, key, _ := ed25519.GenerateKey(nil)
-	w, err := audit.NewWriter(dir, map[string]ed25519.PublicKey{"gw-bench": pub})
+	_, key, _ := ed25519.GenerateKey(nil)
+	lt := benchTrust(b, key)
+	w, err := audit.NewWriter(dir, lt, key)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,7 +74,35 @@ func writeExport(b *testing.B, n int) string {
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
-	return dir
+	a, err := lt.UnpinnedAnchor()
+	if err != nil {
+		b.Fatal(err)
+	}
+	kr := trust.NewKeyring(a.Root, nil)
+	for _, e := range lt.Enrollments {
+		sr := new(pb.SignedRecord)
+		if err := proto.Unmarshal(e, sr); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := kr.Add(sr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir, kr
+}
+
+// benchTrust is a ledger whose root enrolled gw-bench with key.
+func benchTrust(b *testing.B, key ed25519.PrivateKey) audit.LedgerTrust {
+	_, root, _ := ed25519.GenerateKey(nil)
+	rb, err := proto.Marshal(trust.NewRoot(root, time.Now()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	eb, err := proto.Marshal(trust.EnrollSelf(root, key, "gw-bench", "", time.Now()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return audit.LedgerTrust{Root: rb, Enrollments: [][]byte{eb}}
 }
 
 // BenchmarkVerifyExport: offline verification (hash, chain, signature,
@@ -76,7 +113,7 @@ func BenchmarkVerifyExport(b *testing.B) {
 	dir := writeExport(b, b.N)
 	b.ResetTimer()
 	start := time.Now()
-	rep, err := audit.ReadExport(dir)
+	rep, err := audit.ReadExport(dir, audit.VerifyOptions{})
 	if err != nil || !rep.OK || rep.Events != b.N {
 		b.Fatalf("%v %+v", err, rep.Failures)
 	}
@@ -84,20 +121,54 @@ func BenchmarkVerifyExport(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// BenchmarkReplayExport: fold b.N exported events into fresh Pebble views.
+// BenchmarkReplayExport: fold b.N exported events into fresh Pebble views,
+// checking hash, chain and transition (signed=false) and also every
+// event's signature against the enrolled keys (signed=true), as a gateway
+// does. The difference is the cost of verify on fold.
+//
+//	go test ./audit/ -run '^$' -bench ReplayExport -benchtime 20000x
+//
+// With own=true the events were signed by this process (a gateway folding
+// its own writes), which remembers its signatures and skips the verify.
 func BenchmarkReplayExport(b *testing.B) {
-	dir := writeExport(b, b.N)
+	for _, c := range []struct{ signed, own bool }{{false, false}, {true, false}, {true, true}} {
+		b.Run(fmt.Sprintf("signed=%v/own=%v", c.signed, c.own), func(b *testing.B) { benchReplay(b, c.signed, c.own) })
+	}
+}
+
+func benchReplay(b *testing.B, signed, own bool) {
+	dir, kr := writeSignedExport(b, b.N)
+	if !own {
+		ledger.ForgetOwnSignatures()
+	}
 	v, err := pebbleviews.Open(filepath.Join(b.TempDir(), "views"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer v.Close()
 	p := projector.New(ledger.ExecutionsStream, audit.ExportSource{Dir: dir, Stream: ledger.ExecutionsStream}, v, nil)
+	if signed {
+		p.SetKeys(kr)
+	}
 	b.ResetTimer()
 	start := time.Now()
+	cpu0 := cpuTime()
 	if err := p.CatchUp(context.Background(), nil); err != nil {
 		b.Fatal(err)
 	}
+	if p.Quarantined() != 0 {
+		b.Fatalf("%d quarantined", p.Quarantined())
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e3, "cpu-µs/event")
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// cpuTime is the process's user+system CPU time in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -22,9 +22,27 @@ type Manifest struct {
 	ExportedAt time.Time `json:"exported_at"`
 	// Filter describes a partial export (subject filter, time range); a
 	// partial export is for analysis and is not verified.
-	Filter   string                  `json:"filter,omitempty"`
-	Streams  map[string]StreamExport `json:"streams"`
-	Gateways map[string]string       `json:"gateways"` // id → hex Ed25519 public key
+	Filter  string                  `json:"filter,omitempty"`
+	Streams map[string]StreamExport `json:"streams"`
+	// Gateways lists the enrolled keys (id → hex Ed25519 public keys), for
+	// analysts; verification uses Trust (or --trusted-keys), not this.
+	Gateways map[string][]string `json:"gateways"`
+	// Trust is the ledger's root record and stored enrollment records.
+	Trust LedgerTrust `json:"trust"`
+	// SignedBy (hex Ed25519 public key) signed the manifest: Signature is
+	// over the manifest's JSON with the signature left empty.
+	SignedBy  string `json:"signed_by,omitempty"`
+	Signature []byte `json:"signature,omitempty"`
+}
+
+// signedBytes is what a manifest's signature covers.
+func (m Manifest) signedBytes() []byte {
+	m.Signature = nil
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("marshal manifest: %v", err)) // plain values: cannot fail
+	}
+	return b
 }
 
 // StreamExport is one stream's file in an export.
@@ -52,20 +70,26 @@ type Writer struct {
 	files map[string]*bufio.Writer
 	fds   map[string]*os.File
 	man   Manifest
+	sign  ed25519.PrivateKey
 }
 
-// NewWriter creates dir (which must not hold an export yet).
-func NewWriter(dir string, gateways map[string]ed25519.PublicKey) (*Writer, error) {
+// NewWriter creates dir (which must not hold an export yet). The trust
+// material is copied into the manifest; sign (nil: unsigned) signs it.
+func NewWriter(dir string, t LedgerTrust, sign ed25519.PrivateKey) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
 		return nil, fmt.Errorf("%s already holds an export", dir)
 	}
-	w := &Writer{dir: dir, files: map[string]*bufio.Writer{}, fds: map[string]*os.File{},
-		man: Manifest{ExportedAt: time.Now().UTC(), Streams: map[string]StreamExport{}, Gateways: map[string]string{}}}
-	for id, k := range gateways {
-		w.man.Gateways[id] = hex.EncodeToString(k)
+	w := &Writer{dir: dir, files: map[string]*bufio.Writer{}, fds: map[string]*os.File{}, sign: sign,
+		man: Manifest{ExportedAt: time.Now().UTC(), Streams: map[string]StreamExport{}, Gateways: map[string][]string{}, Trust: t}}
+	if a, err := t.UnpinnedAnchor(); err == nil {
+		for id, ks := range a.Keys(t) {
+			for _, k := range ks {
+				w.man.Gateways[id] = append(w.man.Gateways[id], hex.EncodeToString(k))
+			}
+		}
 	}
 	return w, nil
 }
@@ -114,6 +138,10 @@ func (w *Writer) Close() error {
 			return err
 		}
 	}
+	if w.sign != nil {
+		w.man.SignedBy = hex.EncodeToString(w.sign.Public().(ed25519.PublicKey))
+		w.man.Signature = ed25519.Sign(w.sign, w.man.signedBytes())
+	}
 	b, err := json.MarshalIndent(w.man, "", "  ")
 	if err != nil {
 		return err
@@ -121,10 +149,50 @@ func (w *Writer) Close() error {
 	return os.WriteFile(filepath.Join(w.dir, "manifest.json"), b, 0o644)
 }
 
+// VerifyOptions pin what a verification trusts.
+type VerifyOptions struct {
+	// TrustedKeys is a --trusted-keys file ("" trusts the record's own root record).
+	TrustedKeys string
+	// TrustedCheckpoint is a file saved by `portcullis audit checkpoint`.
+	TrustedCheckpoint string
+}
+
+// NewAnchoredVerifier resolves the keys a verification counts from the
+// options and the record's trust material, and pins trusted checkpoints.
+func NewAnchoredVerifier(t LedgerTrust, o VerifyOptions) (*Verifier, Anchor, error) {
+	var a Anchor
+	var err error
+	if o.TrustedKeys != "" {
+		a, err = LoadTrustedKeys(o.TrustedKeys)
+	} else {
+		a, err = t.UnpinnedAnchor()
+	}
+	if err != nil {
+		return nil, Anchor{}, err
+	}
+	keys := a.Keys(t)
+	v := NewVerifier(keys)
+	v.SetAnchored(a.Pinned)
+	if o.TrustedCheckpoint != "" {
+		cps, err := LoadCheckpoints(o.TrustedCheckpoint, keys)
+		if err != nil {
+			return nil, Anchor{}, err
+		}
+		for _, r := range cps {
+			v.Pin(r)
+		}
+	}
+	return v, a, nil
+}
+
 // ReadExport verifies an export directory: the gateway keys from its
 // manifest, every stream file in order, and each file's event count and
 // last sequence against the manifest (a truncated file is a failure).
-func ReadExport(dir string) (Report, error) {
+//
+// The decoded event of each line must equal the stored bytes it comes with;
+// the keys come from o.TrustedKeys when given (and then the manifest must be
+// signed by a trusted key), else from the export's own root record.
+func ReadExport(dir string, o VerifyOptions) (Report, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		return Report{}, fmt.Errorf("export manifest: %w", err)
@@ -136,15 +204,29 @@ func ReadExport(dir string) (Report, error) {
 	if man.Filter != "" {
 		return Report{}, fmt.Errorf("%s is a partial export (%s): verify a full export", dir, man.Filter)
 	}
-	keys := map[string]ed25519.PublicKey{}
-	for id, h := range man.Gateways {
-		k, err := hex.DecodeString(h)
-		if err != nil || len(k) != ed25519.PublicKeySize {
-			return Report{}, fmt.Errorf("export manifest: gateway %s: bad key", id)
-		}
-		keys[id] = k
+	if len(man.Streams) == 0 {
+		return Report{}, fmt.Errorf("%s: the export holds no ledger (no streams)", dir)
 	}
-	v := NewVerifier(keys)
+	v, a, err := NewAnchoredVerifier(man.Trust, o)
+	if err != nil {
+		return Report{}, err
+	}
+	if a.Pinned {
+		signer, err := hex.DecodeString(man.SignedBy)
+		switch {
+		case err != nil || len(signer) != ed25519.PublicKeySize || len(man.Signature) == 0:
+			v.failures = append(v.failures, Failure{Reason: "the manifest is not signed"})
+		case !ed25519.Verify(signer, man.signedBytes(), man.Signature):
+			v.failures = append(v.failures, Failure{Reason: "the manifest's signature does not verify (the manifest was edited)"})
+		case !a.trusts(signer, v.keys):
+			v.failures = append(v.failures, Failure{Reason: "the manifest is signed by a key that is not trusted"})
+		}
+	} else if len(man.Signature) > 0 {
+		signer, err := hex.DecodeString(man.SignedBy)
+		if err != nil || len(signer) != ed25519.PublicKeySize || !ed25519.Verify(signer, man.signedBytes(), man.Signature) {
+			v.failures = append(v.failures, Failure{Reason: "the manifest's signature does not verify (the manifest was edited)"})
+		}
+	}
 	names := make([]string, 0, len(man.Streams))
 	for name := range man.Streams {
 		names = append(names, name)
@@ -172,7 +254,11 @@ func ReadExport(dir string) (Report, error) {
 				v.failures = append(v.failures, Failure{Stream: name, Reason: fmt.Sprintf("%s:%d: unreadable line: %v", se.File, line, err)})
 				continue
 			}
-			v.Add(Record{Stream: name, Seq: l.Seq, Subject: l.Subject, Data: l.Data})
+			r := Record{Stream: name, Seq: l.Seq, Subject: l.Subject, Data: l.Data}
+			if len(l.Event) > 0 && !decodedMatches(l) {
+				v.fail(r, "the decoded event in the export line differs from the stored, signed bytes (edited)")
+			}
+			v.Add(r)
 			n, last = n+1, l.Seq
 		}
 		f.Close()
@@ -185,6 +271,19 @@ func ReadExport(dir string) (Report, error) {
 		}
 	}
 	return v.Report(), nil
+}
+
+// decodedMatches reports whether a line's decoded event says what its
+// stored bytes say.
+func decodedMatches(l Line) bool {
+	stored, decoded := new(pb.Event), new(pb.Event)
+	if proto.Unmarshal(l.Data, stored) != nil {
+		return false
+	}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(l.Event, decoded); err != nil {
+		return false
+	}
+	return proto.Equal(stored, decoded)
 }
 
 func isCheckpoints(data []byte) bool {

@@ -44,8 +44,22 @@ type Stored struct {
 }
 
 // Investigate reads the events of every execution of one intent (all
-// executions on pc.exec.<intent>.*, the one asked about among them).
+// executions on pc.exec.<intent>.*, the one asked about among them). The
+// events may include the signed sessions-journal entries of the sessions
+// the calls named: then the first answer (one agent process or two) comes
+// from the journal (client, version, remote address), not from the session
+// ids the callers put in their requests.
 func Investigate(executionID string, events []Stored) Investigation {
+	journal := map[string]*pb.SessionChanged{}
+	calls := events[:0:0]
+	for _, s := range events {
+		if sc := s.Event.GetSessionChanged(); sc != nil {
+			journal[sc.GetSessionId()] = sc
+			continue
+		}
+		calls = append(calls, s)
+	}
+	events = calls
 	sort.Slice(events, func(i, j int) bool { return events[i].Seq < events[j].Seq })
 	inv := Investigation{ExecutionID: executionID}
 	byExec := map[string][]Stored{}
@@ -99,6 +113,8 @@ func Investigate(executionID string, events []Stored) Investigation {
 	}
 	q1 := Answer{Question: "1. One agent process or two?"}
 	switch {
+	case len(journal) > 0:
+		q1.Answer = journalAnswer(sessions, journal)
 	case len(sessions) <= 1:
 		q1.Answer = "one: every call came from one agent session"
 	default:
@@ -107,6 +123,10 @@ func Investigate(executionID string, events []Stored) Investigation {
 	for sess, ev := range sessions {
 		for _, e := range ev {
 			q1.Evidence = append(q1.Evidence, "session "+sess+": "+e)
+		}
+		if sc, ok := journal[sess]; ok {
+			q1.Evidence = append(q1.Evidence, fmt.Sprintf("session %s: journal: actor %s, client %s %s, protocol %s, from %s",
+				sess, sc.GetActor(), sc.GetClientName(), sc.GetClientVersion(), sc.GetProtocolVersion(), orUnknown(sc.GetRemoteAddr())))
 		}
 	}
 	sort.Strings(q1.Evidence)
@@ -247,4 +267,41 @@ func (inv Investigation) Text() string {
 		fmt.Fprintf(&b, "  %s  seq %-6d %-22s %s  gw %s  session %s  req %s  %s\n", s.Time.Format("15:04:05.000"), s.Seq, s.Event, s.Execution, s.Gateway, s.Session, s.Request, s.Detail)
 	}
 	return b.String()
+}
+
+// journalAnswer counts agent processes from the signed sessions journal:
+// sessions with the same actor, client, version and remote host are one
+// process's reconnects; a session the calls named but the journal does
+// not hold is only the caller's word.
+func journalAnswer(sessions map[string][]string, journal map[string]*pb.SessionChanged) string {
+	procs := map[string]bool{}
+	var unjournaled []string
+	for sess := range sessions {
+		sc, ok := journal[sess]
+		if !ok {
+			unjournaled = append(unjournaled, sess)
+			continue
+		}
+		host := sc.GetRemoteAddr()
+		if i := strings.LastIndexByte(host, ':'); i >= 0 {
+			host = host[:i]
+		}
+		procs[sc.GetActor()+"\x00"+sc.GetClientName()+"\x00"+sc.GetClientVersion()+"\x00"+host] = true
+	}
+	a := fmt.Sprintf("%d agent session(s) in the signed sessions journal, from %d distinct client process(es) (actor, client, version, host)", len(sessions)-len(unjournaled), len(procs))
+	if len(procs) <= 1 && len(unjournaled) == 0 {
+		a = "one: " + a
+	}
+	if len(unjournaled) > 0 {
+		sort.Strings(unjournaled)
+		a += fmt.Sprintf("; %d session id(s) only named by the calls, not in the journal: %s", len(unjournaled), strings.Join(unjournaled, ", "))
+	}
+	return a
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown address"
+	}
+	return s
 }

@@ -21,15 +21,24 @@ type ExportSource struct {
 var _ projector.Source = ExportSource{}
 
 func (s ExportSource) manifest() (StreamExport, error) {
-	b, err := os.ReadFile(filepath.Join(s.Dir, "manifest.json"))
+	m, err := ReadManifest(s.Dir)
 	if err != nil {
-		return StreamExport{}, fmt.Errorf("export manifest: %w", err)
+		return StreamExport{}, err
+	}
+	return m.Streams[s.Stream], nil
+}
+
+// ReadManifest reads an export directory's manifest.
+func ReadManifest(dir string) (Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("export manifest: %w", err)
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return StreamExport{}, fmt.Errorf("export manifest: %w", err)
+		return Manifest{}, fmt.Errorf("export manifest: %w", err)
 	}
-	return m.Streams[s.Stream], nil
+	return m, nil
 }
 
 // LastSeq is the stream's last sequence in the export (0: not exported).

@@ -41,17 +41,30 @@ type Report struct {
 	Streams  map[string]int `json:"streams"`
 	Subjects int            `json:"subjects"`
 	Writers  []string       `json:"writers"`
-	Failures []Failure      `json:"failures"`
-	OK       bool           `json:"ok"`
+	// Checkpoints is how many signed checkpoints were checked against the
+	// digests recomputed from the events they cover.
+	Checkpoints int `json:"checkpoints"`
+	// TrustedCheckpoints is how many pinned checkpoints (--trusted-checkpoint)
+	// the record was checked against.
+	TrustedCheckpoints int `json:"trusted_checkpoints"`
+	// Anchored: the gateway keys came from --trusted-keys, not from the
+	// record itself (whose root record anyone able to rewrite it can forge).
+	Anchored bool      `json:"anchored"`
+	Failures []Failure `json:"failures"`
+	OK       bool      `json:"ok"`
 }
 
 // Verifier checks records in stream order.
 type Verifier struct {
 	digest   map[string][]byte            // stream → running digest so far
 	at       map[string]map[uint64][]byte // stream → seq → running digest (for checkpoints)
-	keys     map[string]ed25519.PublicKey
+	keys     map[string][]ed25519.PublicKey
 	lastSeq  map[string]uint64
-	last     map[string]link // stream/subject → previous event
+	last     map[string]link              // stream/subject → previous valid event
+	pinned   []Record                     // trusted checkpoints, by their stored record
+	seen     map[string]map[uint64][]byte // stream → seq → stored bytes of pinned sequences
+	cps      int
+	anchored bool
 	writers  map[string]bool
 	streams  map[string]int
 	failures []Failure
@@ -65,27 +78,53 @@ type Verifier struct {
 }
 
 type sigCheck struct {
-	r   Record
-	ev  *pb.Event
-	pub ed25519.PublicKey
+	r    Record
+	ev   *pb.Event
+	pubs []ed25519.PublicKey
+}
+
+// signedBy reports whether one of pubs verifies ev's signature.
+func signedBy(ev *pb.Event, pubs []ed25519.PublicKey) bool {
+	for _, pub := range pubs {
+		if ledger.CheckSignature(ev, pub) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// SetAnchored records that the keys were pinned by the verifier's caller.
+func (v *Verifier) SetAnchored(a bool) { v.anchored = a }
+
+// Pin adds a trusted checkpoint (a stored checkpoint record saved earlier):
+// the record must still hold it at its sequence, byte for byte, and the
+// events it covers must still hash to its digest. Call before Add.
+func (v *Verifier) Pin(r Record) {
+	v.pinned = append(v.pinned, r)
+	if v.seen[r.Stream] == nil {
+		v.seen[r.Stream] = map[uint64][]byte{}
+	}
+	v.seen[r.Stream][r.Seq] = nil
 }
 
 type link struct {
-	seq  uint64
-	hash []byte
+	seq   uint64
+	hash  []byte
+	event *pb.Event // on execution subjects, for the transition check
 }
 
-// NewVerifier checks signatures against keys (gateway id → public key).
-func NewVerifier(keys map[string]ed25519.PublicKey) *Verifier {
+// NewVerifier checks signatures against keys (gateway id → its enrolled
+// public keys).
+func NewVerifier(keys map[string][]ed25519.PublicKey) *Verifier {
 	v := &Verifier{keys: keys, lastSeq: map[string]uint64{}, last: map[string]link{}, writers: map[string]bool{}, streams: map[string]int{},
-		digest: map[string][]byte{}, at: map[string]map[uint64][]byte{}, sigs: make(chan sigCheck, 1024)}
+		digest: map[string][]byte{}, at: map[string]map[uint64][]byte{}, sigs: make(chan sigCheck, 1024), seen: map[string]map[uint64][]byte{}}
 	for range runtime.GOMAXPROCS(0) {
 		v.workers.Add(1)
 		go func() {
 			defer v.workers.Done()
 			for c := range v.sigs {
-				if ledger.CheckSignature(c.ev, c.pub) != nil {
-					v.fail(c.r, "signature does not verify with gateway %s's recorded key (re-signed or forged)", c.ev.GetGatewayId())
+				if !signedBy(c.ev, c.pubs) {
+					v.fail(c.r, "signature does not verify with gateway %s's enrolled key (re-signed or forged)", c.ev.GetGatewayId())
 				}
 			}
 		}()
@@ -112,6 +151,11 @@ func (v *Verifier) Add(r Record) {
 		v.at[r.Stream] = map[uint64][]byte{}
 	}
 	v.at[r.Stream][r.Seq] = v.digest[r.Stream]
+	if pins, ok := v.seen[r.Stream]; ok {
+		if _, pinned := pins[r.Seq]; pinned {
+			pins[r.Seq] = r.Data
+		}
+	}
 	ev := new(pb.Event)
 	if err := proto.Unmarshal(r.Data, ev); err != nil {
 		v.fail(r, "undecodable event: %v", err)
@@ -119,9 +163,20 @@ func (v *Verifier) Add(r Record) {
 	}
 	if ev.GetSubject() != r.Subject {
 		v.fail(r, "the event names subject %s", ev.GetSubject())
+		return
 	}
 	if err := ledger.CheckHash(ev); err != nil {
 		v.fail(r, "hash mismatch: the event's content changed after it was written")
+		return
+	}
+	id := ev.GetGatewayId()
+	pubs, ok := v.keys[id]
+	switch {
+	case !ok || len(pubs) == 0:
+		v.fail(r, "writer %q is not an enrolled gateway (forged, or re-signed with another key)", id)
+		return
+	case len(ev.GetSignature()) == 0:
+		v.fail(r, "unsigned event")
 		return
 	}
 	key := r.Stream + "/" + r.Subject
@@ -132,25 +187,28 @@ func (v *Verifier) Add(r Record) {
 		} else {
 			v.fail(r, "chain broken: prev_hash does not match the event at sequence %d (an event was removed, reordered or rewritten)", prev.seq)
 		}
+		return
 	}
-	v.last[key] = link{seq: r.Seq, hash: ev.GetHash()}
-	id := ev.GetGatewayId()
-	pub, ok := v.keys[id]
+	var x *pb.Event
+	if _, _, isExec := ledger.ParseExecutionSubject(r.Subject); isExec && r.Stream == ledger.ExecutionsStream {
+		if err := ledger.CheckNext(prev.event, ev); err != nil {
+			v.fail(r, "illegal transition: %v", err)
+			return
+		}
+		x = ev
+	}
+	v.last[key] = link{seq: r.Seq, hash: ev.GetHash(), event: x}
 	switch {
-	case !ok:
-		v.fail(r, "writer %q is not a recorded gateway", id)
-	case len(ev.GetSignature()) == 0:
-		v.fail(r, "unsigned event")
 	case ev.GetCheckpoint() != nil:
-		if ledger.CheckSignature(ev, pub) != nil {
-			v.fail(r, "signature does not verify with gateway %s's recorded key (re-signed or forged)", id)
+		if !signedBy(ev, pubs) {
+			v.fail(r, "signature does not verify with gateway %s's enrolled key (re-signed or forged)", id)
 			return
 		}
 		v.writers[id] = true
 		v.checkpoint(r, ev.GetCheckpoint())
 	default:
 		v.writers[id] = true
-		v.sigs <- sigCheck{r: r, ev: ev, pub: pub}
+		v.sigs <- sigCheck{r: r, ev: ev, pubs: pubs}
 	}
 }
 
@@ -163,6 +221,32 @@ func (v *Verifier) checkpoint(r Record, cp *pb.Checkpoint) {
 		v.fail(r, "%s truncated: a checkpoint covers sequence %d, the stream ends at %d", cp.GetStream(), cp.GetLastSeq(), last)
 	case !ok || string(want) != string(cp.GetRunningDigest()):
 		v.fail(r, "checkpoint of %s at sequence %d does not match the events up to it (events rewritten, removed or reordered, or a forged checkpoint)", cp.GetStream(), cp.GetLastSeq())
+	default:
+		v.cps++
+	}
+}
+
+// checkPinned compares the record with every trusted checkpoint.
+func (v *Verifier) checkPinned() {
+	for _, p := range v.pinned {
+		got := v.seen[p.Stream][p.Seq]
+		switch {
+		case got == nil:
+			v.fail(p, "rollback or truncation: the trusted checkpoint at %s sequence %d is not in the record (the stream ends at %d)", p.Stream, p.Seq, v.lastSeq[p.Stream])
+			continue
+		case string(got) != string(p.Data):
+			v.fail(p, "rewritten: %s sequence %d differs from the trusted checkpoint saved there", p.Stream, p.Seq)
+			continue
+		}
+		ev := new(pb.Event)
+		if proto.Unmarshal(p.Data, ev) != nil || ev.GetCheckpoint() == nil {
+			v.fail(p, "the trusted checkpoint is not a checkpoint event")
+			continue
+		}
+		cp := ev.GetCheckpoint()
+		if want, ok := v.at[cp.GetStream()][cp.GetLastSeq()]; !ok || string(want) != string(cp.GetRunningDigest()) {
+			v.fail(p, "rollback or rewrite: %s no longer hashes to the trusted checkpoint at its sequence %d", cp.GetStream(), cp.GetLastSeq())
+		}
 	}
 }
 
@@ -173,6 +257,7 @@ func (v *Verifier) Report() Report {
 		close(v.sigs)
 		v.workers.Wait()
 		v.sigs = nil
+		v.checkPinned()
 	}
 	sort.SliceStable(v.failures, func(i, j int) bool {
 		a, b := v.failures[i], v.failures[j]
@@ -194,7 +279,8 @@ func (v *Verifier) Report() Report {
 	if f == nil {
 		f = []Failure{}
 	}
-	return Report{Events: v.events, Streams: v.streams, Subjects: len(subjects), Writers: w, Failures: f, OK: len(f) == 0}
+	return Report{Events: v.events, Streams: v.streams, Subjects: len(subjects), Writers: w, Checkpoints: v.cps,
+		TrustedCheckpoints: len(v.pinned), Anchored: v.anchored, Failures: f, OK: len(f) == 0}
 }
 
 // ErrFailed is returned by commands when a verification found failures.

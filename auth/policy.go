@@ -38,7 +38,8 @@ var rules = map[string][]Role{
 	svc.BudgetServiceListHoldsProcedure:     {Finance, BudgetAdmin},
 	svc.BudgetServiceListDecisionsProcedure: {Finance, BudgetAdmin},
 
-	svc.AuditServiceInvestigateProcedure: {Analyst},
+	svc.AuditServiceInvestigateProcedure:    {Analyst},
+	svc.AuditServiceListQuarantineProcedure: {Analyst},
 }
 
 // RolesFor returns the roles that may call procedure (nil: nobody but the

@@ -40,7 +40,7 @@ func TestRolesTable(t *testing.T) {
 			svc.ExecutionServiceGetExecutionProcedure, svc.ApprovalServiceListPendingProcedure, svc.ApprovalServiceApproveProcedure, svc.ApprovalServiceDenyProcedure},
 		Finance:     {svc.BudgetServiceGetAccountProcedure, svc.BudgetServiceListHoldsProcedure, svc.BudgetServiceListDecisionsProcedure},
 		BudgetAdmin: {svc.BudgetServiceSetLimitProcedure, svc.BudgetServiceReserveProcedure, svc.BudgetServiceGetAccountProcedure, svc.BudgetServiceListHoldsProcedure, svc.BudgetServiceListDecisionsProcedure},
-		Analyst:     {svc.ExecutionServiceGetExecutionProcedure, svc.ExecutionServiceListExecutionsProcedure, svc.AuditServiceInvestigateProcedure},
+		Analyst:     {svc.ExecutionServiceGetExecutionProcedure, svc.ExecutionServiceListExecutionsProcedure, svc.AuditServiceInvestigateProcedure, svc.AuditServiceListQuarantineProcedure},
 	}
 	for role, procs := range want {
 		var got []string

@@ -17,6 +17,8 @@ type AuditService struct {
 	// Read returns every event of the intent (and of the same request
 	// under other intents) and the execution asked about.
 	Read func(ctx context.Context, executionID, fingerprint string) (string, []audit.Stored, error)
+	// Quarantine lists the messages the views refused (nil: none kept).
+	Quarantine Quarantine
 }
 
 var _ portcullisv1connect.AuditServiceHandler = (*AuditService)(nil)

@@ -21,6 +21,11 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrCorrupt: an event failed its hash or chain check.
 	ErrCorrupt = errors.New("corrupt event")
+	// ErrUnenrolled: an event's writer is not an enrolled gateway.
+	ErrUnenrolled = errors.New("writer not enrolled")
+	// ErrKeysUnavailable: a writer's enrolled keys could not be read now;
+	// retry (never quarantine on it: the verdict must not depend on timing).
+	ErrKeysUnavailable = errors.New("enrolled keys unavailable")
 	// ErrBudgetDenied: the execution's budget does not allow it.
 	ErrBudgetDenied = errors.New("budget denied")
 	// ErrContended: too many decision rounds lost to other writers.

@@ -419,6 +419,12 @@ func (s *Service) Get(ctx context.Context, executionID string) (*pb.Execution, e
 	if err != nil {
 		return nil, err
 	}
+	// The log checked the head's signature; the views also checked its
+	// chain. When they already hold this sequence with another event, the
+	// log's latest message was quarantined (a replayed old event, say).
+	if v, err := s.views.Head(ctx, subj); err == nil && v.Seq >= h.Seq && v.Event.GetEventId() != h.Event.GetEventId() {
+		h = v
+	}
 	s.known.putHead(h)
 	return withSeq(cloneExecution(h.Event), h.Seq), nil
 }
@@ -497,6 +503,9 @@ func (s *Service) intent(ctx context.Context, token string) (IntentHead, error) 
 	seq := v.Seq
 	if ok {
 		subject, seq = own.subject, own.seq
+	}
+	if subject == "" {
+		return IntentHead{Seq: seq}, nil // only quarantined messages: no execution yet
 	}
 	h, err := s.head(ctx, subject)
 	if err != nil {

@@ -81,6 +81,7 @@ type Gateway struct {
 
 	mu            sync.Mutex
 	sessionActors map[string]string // MCP session id → the actor that opened it (the binding)
+	sessionRemote map[string]string // MCP session id → the remote address of the connection that opened it
 	local         map[string]bool   // sessions this gateway holds
 	owners        SessionOwners
 	self          string
@@ -93,7 +94,7 @@ func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *
 		events = sdk.NewMemoryEventStore(nil)
 	}
 	g := &Gateway{ledger: l, driver: dispatch.New(l, log), tools: map[string]config.Tool{}, agents: cfg.Agents, log: log, locked: cfg.VaultLocked,
-		schemas: map[string]*jsonschema.Resolved{}, events: events, journal: journal, sessionActors: map[string]string{}, local: map[string]bool{}}
+		schemas: map[string]*jsonschema.Resolved{}, events: events, journal: journal, sessionActors: map[string]string{}, sessionRemote: map[string]string{}, local: map[string]bool{}}
 	g.delivery = newDelivery(l, log)
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
@@ -249,7 +250,7 @@ func (g *Gateway) Handler() http.Handler {
 			// A new session: bind it before the client can learn its id.
 			tw.onHeader = func(hd http.Header) {
 				if newSid := hd.Get("Mcp-Session-Id"); newSid != "" {
-					g.bind(newSid, actor)
+					g.bind(newSid, actor, r.RemoteAddr)
 					keys = append(keys, "s:"+newSid)
 				}
 			}
@@ -261,11 +262,12 @@ func (g *Gateway) Handler() http.Handler {
 
 // bind records that a new session belongs to actor; every later request
 // with its Mcp-Session-Id must come from the same actor.
-func (g *Gateway) bind(sid, actor string) {
+func (g *Gateway) bind(sid, actor, remote string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.sessionActors) < maxTrackedSessions {
 		g.sessionActors[sid] = actor
+		g.sessionRemote[sid] = remote
 	} else {
 		g.log.Warn("mcp session not bound: too many sessions; its requests will be refused", "limit", maxTrackedSessions)
 	}

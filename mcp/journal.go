@@ -114,7 +114,10 @@ func (g *Gateway) initialized(ctx context.Context, req *sdk.InitializedRequest) 
 		actor = g.sessionActors[id]
 		g.mu.Unlock()
 	}
-	body := &pb.SessionChanged{SessionId: id, Actor: actor}
+	g.mu.Lock()
+	remote := g.sessionRemote[id]
+	g.mu.Unlock()
+	body := &pb.SessionChanged{SessionId: id, Actor: actor, RemoteAddr: remote}
 	if p := req.Session.InitializeParams(); p != nil {
 		body.ProtocolVersion = p.ProtocolVersion
 		if p.ClientInfo != nil {
@@ -128,6 +131,7 @@ func (g *Gateway) initialized(ctx context.Context, req *sdk.InitializedRequest) 
 		_ = req.Session.Wait()
 		g.mu.Lock()
 		delete(g.sessionActors, id)
+		delete(g.sessionRemote, id)
 		delete(g.local, id)
 		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

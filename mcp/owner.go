@@ -16,7 +16,9 @@ import (
 type SessionOwners interface {
 	// Claim records this gateway as the session's owner.
 	Claim(ctx context.Context, sessionID, ownerURL string) error
-	// Owner returns the owner's URL ("" when unknown).
+	// Owner returns the owner's URL ("" when unknown). It must return only
+	// the recorded address of an enrolled gateway, never whatever an owner
+	// record says: the request is forwarded there with the agent's token.
 	Owner(ctx context.Context, sessionID string) (string, error)
 }
 

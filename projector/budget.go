@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/portcullis-dev/portcullis/budget"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
@@ -28,8 +29,8 @@ type BudgetStore interface {
 	// Account is the account as folded so far (ledger.ErrNotFound: none).
 	Account(ctx context.Context, name string) (keeper.Head, error)
 	// WriteBudget stores the accounts, the decision rows and the checkpoint
-	// in one atomic batch.
-	WriteBudget(accounts map[string]keeper.Head, rows []BudgetRow, mark Mark) error
+	// in one atomic batch, with the messages it quarantined.
+	WriteBudget(accounts map[string]keeper.Head, rows []BudgetRow, quarantined []*pb.Quarantined, mark Mark) error
 }
 
 // NewBudget returns a Projector of the budget stream.
@@ -37,55 +38,94 @@ func NewBudget(src Source, store BudgetStore, log *slog.Logger) *Projector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &budgets{store: store}
-	return &Projector{stream: keeper.Stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: b.apply, log: log}
+	g := &guard{now: time.Now}
+	b := &budgets{store: store, guard: g, log: log}
+	return &Projector{stream: keeper.Stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: b.apply, log: log, guard: g}
 }
 
-type budgets struct{ store BudgetStore }
+type budgets struct {
+	store BudgetStore
+	guard *guard
+	log   *slog.Logger
+}
 
 // apply folds budget events through the domain's Apply, which refuses an
 // event that does not follow the account (a stale decision appended without
-// its condition, a broken chain): the views never hold a state the
-// record does not prove.
+// its condition, a broken chain). Such an event, and one that is
+// undecodable or not signed by an enrolled gateway, is quarantined and the
+// fold goes on: the views never hold a state the record does not prove.
 func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 	accounts := map[string]keeper.Head{}
 	rows := make([]BudgetRow, 0, len(entries))
+	var quarantined []*pb.Quarantined
 	for _, e := range entries {
-		name, ok := keeper.AccountFromSubject(e.Subject)
-		if !ok {
-			return fmt.Errorf("projector %s seq %d: %w: %s is not an account subject", keeper.Stream, e.Seq, ledger.ErrCorrupt, e.Subject)
-		}
-		ev := new(pb.Event)
-		if err := proto.Unmarshal(e.Data, ev); err != nil {
-			return fmt.Errorf("projector %s seq %d: %w: %v", keeper.Stream, e.Seq, ledger.ErrCorrupt, err)
-		}
-		if err := ledger.CheckHash(ev); err != nil {
-			return fmt.Errorf("projector %s seq %d: %w", keeper.Stream, e.Seq, err)
-		}
-		h, ok := accounts[name]
-		if !ok {
-			var err error
-			h, err = b.store.Account(ctx, name) // a fresh copy, folded in place below
-			if errors.Is(err, ledger.ErrNotFound) {
-				h, err = keeper.Head{Account: &budget.Account{}}, nil
+		name, nameOK := keeper.AccountFromSubject(e.Subject)
+		var h keeper.Head
+		found := false
+		if nameOK {
+			var ok bool
+			if h, ok = accounts[name]; ok && h.Account != nil {
+				found = true
+			} else if ok {
+				h = keeper.Head{Seq: h.Seq, Account: &budget.Account{}} // only quarantined so far
+			} else {
+				var err error
+				h, err = b.store.Account(ctx, name) // a fresh copy, folded in place below
+				switch {
+				case err == nil:
+					found = true
+				case errors.Is(err, ledger.ErrNotFound):
+					h = keeper.Head{Account: &budget.Account{}}
+				default:
+					return err
+				}
 			}
-			if err != nil {
-				return err
+		}
+		ev, fault := checkBudgetEntry(e, nameOK, h, b.guard.keys)
+		if errors.Is(fault, ledger.ErrKeysUnavailable) {
+			return fmt.Errorf("projector %s seq %d: %w", keeper.Stream, e.Seq, fault) // retried, never quarantined
+		}
+		if fault != nil {
+			quarantined = append(quarantined, b.guard.quarantine(keeper.Stream, e, ev, fault))
+			b.log.Warn("event quarantined", "stream", keeper.Stream, "seq", e.Seq, "subject", e.Subject, "reason", fault)
+			switch {
+			case found:
+				h.Seq = e.Seq // the account's real last sequence; its state stays
+				accounts[name] = h
+			case nameOK:
+				accounts[name] = keeper.Head{Seq: e.Seq} // no account yet: only the sequence
 			}
-		}
-		if string(ev.GetPrevHash()) != string(h.Hash) || ev.GetSubject() != e.Subject {
-			return fmt.Errorf("projector %s seq %d: %w: chain broken on %s", keeper.Stream, e.Seq, ledger.ErrCorrupt, e.Subject)
-		}
-		d := ev.GetBudgetChanged()
-		if d == nil {
-			return fmt.Errorf("projector %s seq %d: %w: not a budget event", keeper.Stream, e.Seq, ledger.ErrCorrupt)
-		}
-		if err := h.Account.Apply(keeper.FromProto(d)); err != nil {
-			// Nothing of this batch is written: the views stay at the checkpoint.
-			return fmt.Errorf("projector %s seq %d: %w: %v", keeper.Stream, e.Seq, ledger.ErrCorrupt, err)
+			continue
 		}
 		accounts[name] = keeper.Head{Seq: e.Seq, Hash: ev.GetHash(), Account: h.Account}
 		rows = append(rows, BudgetRow{Seq: e.Seq, Account: name, Data: e.Data})
 	}
-	return b.store.WriteBudget(accounts, rows, mark)
+	return b.store.WriteBudget(accounts, rows, quarantined, mark)
+}
+
+// checkBudgetEntry checks one stored budget event against its account and
+// applies it to h.Account (a fresh copy) when it is valid. Apply changes
+// the account only when it accepts the event.
+func checkBudgetEntry(e Entry, nameOK bool, h keeper.Head, keys ledger.Keys) (*pb.Event, error) {
+	if !nameOK {
+		return nil, fmt.Errorf("%w: %s is not an account subject", ledger.ErrCorrupt, e.Subject)
+	}
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(e.Data, ev); err != nil {
+		return nil, fmt.Errorf("%w: undecodable: %v", ledger.ErrCorrupt, err)
+	}
+	if err := ledger.CheckSigned(ev, keys); err != nil {
+		return ev, err
+	}
+	if string(ev.GetPrevHash()) != string(h.Hash) || ev.GetSubject() != e.Subject {
+		return ev, fmt.Errorf("%w: chain broken on %s", ledger.ErrCorrupt, e.Subject)
+	}
+	d := ev.GetBudgetChanged()
+	if d == nil {
+		return ev, fmt.Errorf("%w: not a budget event", ledger.ErrCorrupt)
+	}
+	if err := h.Account.Apply(keeper.FromProto(d)); err != nil {
+		return ev, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+	}
+	return ev, nil
 }

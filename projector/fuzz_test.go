@@ -2,7 +2,6 @@ package projector
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -13,9 +12,10 @@ import (
 
 // memStore is a fake Store for pure-logic tests of the fold.
 type memStore struct {
-	cp      uint64
-	heads   map[string]ledger.Head
-	intents map[string]Intent
+	cp          uint64
+	heads       map[string]ledger.Head
+	intents     map[string]Intent
+	quarantined []*pb.Quarantined
 }
 
 func newMemStore() *memStore {
@@ -26,8 +26,9 @@ func (m *memStore) Checkpoint(string) (uint64, error) { return m.cp, nil }
 
 func (m *memStore) Mark(string) (Mark, error) { return Mark{Seq: m.cp}, nil }
 
-func (m *memStore) Write(_ string, rows []Row, intents map[string]Intent, mark Mark) error {
+func (m *memStore) Write(_ string, rows []Row, intents map[string]Intent, q []*pb.Quarantined, mark Mark) error {
 	cp := mark.Seq
+	m.quarantined = append(m.quarantined, q...)
 	for _, r := range rows {
 		m.heads[r.Subject] = ledger.Head{Seq: r.Seq, Event: r.Event}
 	}
@@ -80,30 +81,40 @@ func TestApplyFoldsAndRefusesCorruption(t *testing.T) {
 	if st.cp != 1 || st.intents["ftok"].LatestSubject != subj {
 		t.Fatalf("fold: checkpoint %d, intent %+v", st.cp, st.intents["ftok"])
 	}
-	// The same event again breaks the chain: the projector stops, the
-	// checkpoint stays.
-	err := p.Apply(ctx, []Entry{{Seq: 2, Subject: subj, Data: accepted(t)}})
-	if !errors.Is(err, ledger.ErrCorrupt) || st.cp != 1 {
-		t.Fatalf("replayed event: %v, checkpoint %d", err, st.cp)
+	// The same event again breaks the chain: it is quarantined, the fold
+	// goes on past it, the head stays the valid event with the subject's
+	// real last sequence.
+	if err := p.Apply(ctx, []Entry{{Seq: 2, Subject: subj, Data: accepted(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	if st.cp != 2 || len(st.quarantined) != 1 || st.quarantined[0].GetSeq() != 2 || p.Quarantined() != 1 {
+		t.Fatalf("replayed event: checkpoint %d, quarantined %v", st.cp, st.quarantined)
+	}
+	if h := st.heads[subj]; h.Seq != 2 || h.Event.GetEventId() != "evt_1" || st.intents["ftok"].Seq != 2 {
+		t.Fatalf("head after quarantine: %+v, intent %+v", h, st.intents["ftok"])
 	}
 	// A byte changed in the payload is detected.
 	b := accepted(t)
 	b[len(b)/2] ^= 0x01
-	if err := New("S", nil, newMemStore(), nil).Apply(ctx, []Entry{{Seq: 1, Subject: subj, Data: b}}); err == nil {
-		t.Fatal("tampered event folded")
+	fresh := newMemStore()
+	if err := New("S", nil, fresh, nil).Apply(ctx, []Entry{{Seq: 1, Subject: subj, Data: b}}); err != nil || len(fresh.heads) != 0 || len(fresh.quarantined) != 1 {
+		t.Fatalf("tampered event: %v, heads %v", err, fresh.heads)
 	}
 }
 
 // FuzzApply: whatever bytes the stream holds, the fold never panics and
-// either folds or refuses without writing.
+// either folds the event or quarantines it; it always moves on.
 func FuzzApply(f *testing.F) {
 	f.Add(accepted(f), "pc.exec.ftok."+testID)
 	f.Add([]byte("garbage"), "pc.exec.x.y")
 	f.Fuzz(func(t *testing.T, data []byte, subject string) {
 		st := newMemStore()
 		err := New("S", nil, st, nil).Apply(context.Background(), []Entry{{Seq: 1, Subject: subject, Data: data}})
-		if err != nil && st.cp != 0 {
-			t.Fatal("refused batch moved the checkpoint")
+		if err != nil || st.cp != 1 {
+			t.Fatalf("the fold stopped: %v, checkpoint %d", err, st.cp)
+		}
+		if len(st.heads) == 0 && len(st.quarantined) != 1 {
+			t.Fatal("an event neither folded nor quarantined")
 		}
 	})
 }

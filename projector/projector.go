@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -90,8 +92,9 @@ type Store interface {
 	Checkpoint(stream string) (uint64, error)
 	// Mark is the checkpoint with its running digest.
 	Mark(stream string) (Mark, error)
-	// Write stores heads, intents and the new mark in one atomic batch.
-	Write(stream string, heads []Row, intents map[string]Intent, mark Mark) error
+	// Write stores heads, intents, quarantined messages and the new mark in
+	// one atomic batch.
+	Write(stream string, heads []Row, intents map[string]Intent, quarantined []*pb.Quarantined, mark Mark) error
 	// Head returns the head the views hold for subject.
 	Head(ctx context.Context, subject string) (ledger.Head, error)
 	// IntentRow returns the intent row (ErrNotFound when none).
@@ -109,15 +112,50 @@ type Projector struct {
 
 	digest []byte // running digest as of the last applied entry
 	loaded bool
+
+	guard *guard
 }
+
+// guard is what a projector checks every event against, and its count of
+// quarantined messages.
+type guard struct {
+	keys        ledger.Keys
+	quarantined atomic.Uint64
+	now         func() time.Time
+	// onQuarantine hears every quarantined message (a metric); nil: none.
+	onQuarantine func(stream string, reason error)
+}
+
+func (g *guard) quarantine(stream string, e Entry, ev *pb.Event, reason error) *pb.Quarantined {
+	g.quarantined.Add(1)
+	if g.onQuarantine != nil {
+		g.onQuarantine(stream, reason)
+	}
+	return &pb.Quarantined{Stream: stream, Seq: e.Seq, Subject: e.Subject, Reason: reason.Error(),
+		TimeUnixNano: g.now().UnixNano(), GatewayId: ev.GetGatewayId()}
+}
+
+// SetKeys makes the projector check every event's signature against the
+// enrolled keys (without keys it checks hashes, chains and transitions).
+// Call it before Run.
+func (p *Projector) SetKeys(keys ledger.Keys) { p.guard.keys = keys }
+
+// OnQuarantine makes fn hear every message this projector quarantines
+// (for a metric; it must not block). Call it before Run.
+func (p *Projector) OnQuarantine(fn func(stream string, reason error)) { p.guard.onQuarantine = fn }
+
+// Quarantined counts the messages this projector refused to fold since it
+// started (an operator metric; the quarantine view holds each one).
+func (p *Projector) Quarantined() uint64 { return p.guard.quarantined.Load() }
 
 // New returns a Projector of the executions stream from src into store.
 func New(stream string, src Source, store Store, log *slog.Logger) *Projector {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	x := &executions{stream: stream, store: store}
-	return &Projector{stream: stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: x.apply, log: log}
+	g := &guard{now: time.Now}
+	x := &executions{stream: stream, store: store, guard: g, log: log}
+	return &Projector{stream: stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: x.apply, log: log, guard: g}
 }
 
 // Apply folds one ordered batch of entries and writes it with its mark.
@@ -148,12 +186,15 @@ func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
 type executions struct {
 	stream string
 	store  Store
+	guard  *guard
+	log    *slog.Logger
 }
 
-// Run folds from the checkpoint on until ctx ends. A fold error (an event
-// that breaks its chain or its state machine) stops it: views must never
-// hold a state the log does not prove. Restarting replays from the
-// checkpoint.
+// Run folds from the checkpoint on until ctx ends. An event that fails its
+// checks (undecodable, unenrolled writer, bad signature, broken chain,
+// illegal transition) is quarantined and the fold goes on: views never
+// hold a state the log does not prove, and no message can stop them. A
+// storage error stops it; restarting replays from the checkpoint.
 func (p *Projector) Run(ctx context.Context) error {
 	cp, err := p.checkpoint(p.stream)
 	if err != nil {
@@ -170,47 +211,84 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 	rows := make([]Row, 0, len(entries))
 	pending := make(map[string]int, len(entries)) // subject → index in rows
 	intents := make(map[string]Intent)
+	var quarantined []*pb.Quarantined
+	head := func(subject string) (*Row, error) {
+		if i, ok := pending[subject]; ok {
+			return &rows[i], nil
+		}
+		h, err := p.store.Head(ctx, subject)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Row{Subject: subject, Seq: h.Seq, Event: h.Event}, nil
+	}
+	intent := func(token string) (Intent, error) {
+		if in, ok := intents[token]; ok {
+			return in, nil
+		}
+		in, err := p.store.IntentRow(token)
+		if errors.Is(err, ledger.ErrNotFound) {
+			err = nil
+		}
+		return in, err
+	}
+	put := func(r Row) {
+		if i, ok := pending[r.Subject]; ok {
+			r.Accepted = r.Accepted || rows[i].Accepted
+			r.Replaced = rows[i].Replaced // what the views held before this batch
+			rows[i] = r
+			return
+		}
+		pending[r.Subject] = len(rows)
+		rows = append(rows, r)
+	}
 	for _, e := range entries {
-		ev := new(pb.Event)
-		if err := proto.Unmarshal(e.Data, ev); err != nil {
-			return fmt.Errorf("projector %s seq %d: %w: %v", p.stream, e.Seq, ledger.ErrCorrupt, err)
-		}
-		if ev.GetSubject() != e.Subject {
-			return fmt.Errorf("projector %s seq %d: %w: event names subject %s", p.stream, e.Seq, ledger.ErrCorrupt, ev.GetSubject())
-		}
-		token, _, ok := ledger.ParseExecutionSubject(e.Subject)
-		if !ok {
-			return fmt.Errorf("projector %s seq %d: %w: %s is not an execution subject", p.stream, e.Seq, ledger.ErrCorrupt, e.Subject)
-		}
-		var prev *pb.Event
-		if i, ok := pending[e.Subject]; ok {
-			prev = rows[i].Event
-		} else {
-			h, err := p.store.Head(ctx, e.Subject)
-			switch {
-			case err == nil:
-				prev = h.Event
-			case !errors.Is(err, ledger.ErrNotFound):
-				return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
-			}
-		}
-		if err := ledger.CheckNext(prev, ev); err != nil {
+		prevRow, err := head(e.Subject)
+		if err != nil {
 			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
 		}
-		row := Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev, Accepted: prev == nil, Replaced: prev}
-		if i, ok := pending[e.Subject]; ok {
-			row.Accepted, row.Replaced = rows[i].Accepted, rows[i].Replaced
-			rows[i] = row
-		} else {
-			pending[e.Subject] = len(rows)
-			rows = append(rows, row)
+		var prev *pb.Event
+		if prevRow != nil {
+			prev = prevRow.Event
 		}
-		in, ok := intents[token]
-		if !ok {
-			var err error
-			if in, err = p.store.IntentRow(token); err != nil && !errors.Is(err, ledger.ErrNotFound) {
-				return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
+		ev, fault := checkEntry(e, prev, p.guard.keys)
+		if errors.Is(fault, ledger.ErrKeysUnavailable) {
+			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, fault) // retried, never quarantined
+		}
+		token, tokOK := intentToken(e.Subject)
+		if fault != nil {
+			// Quarantined: never folded. The subject's (and its intent's)
+			// last sequence still moves, so a decision on it keeps the
+			// latest valid event and expects the real sequence.
+			quarantined = append(quarantined, p.guard.quarantine(p.stream, e, ev, fault))
+			p.log.Warn("event quarantined", "stream", p.stream, "seq", e.Seq, "subject", e.Subject, "reason", fault)
+			if prevRow != nil {
+				r := *prevRow
+				if r.Data == nil {
+					if r.Data, err = proto.Marshal(r.Event); err != nil {
+						return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
+					}
+				}
+				r.Seq = e.Seq
+				put(r)
 			}
+			if tokOK {
+				in, err := intent(token)
+				if err != nil {
+					return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
+				}
+				in.Seq = e.Seq
+				intents[token] = in
+			}
+			continue
+		}
+		put(Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev, Accepted: prev == nil, Replaced: prev})
+		in, err := intent(token)
+		if err != nil {
+			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
 		}
 		in.Seq = e.Seq
 		if prev == nil {
@@ -218,10 +296,45 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 		}
 		intents[token] = in
 	}
-	if err := p.store.Write(p.stream, rows, intents, mark); err != nil {
+	if err := p.store.Write(p.stream, rows, intents, quarantined, mark); err != nil {
 		return fmt.Errorf("projector %s: write views: %w", p.stream, err)
 	}
 	return nil
+}
+
+// checkEntry decodes a stored message and checks it may follow prev (the
+// latest valid event on its subject): the decoded event (nil when
+// undecodable) and why it must be quarantined, if it must.
+func checkEntry(e Entry, prev *pb.Event, keys ledger.Keys) (*pb.Event, error) {
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(e.Data, ev); err != nil {
+		return nil, fmt.Errorf("%w: undecodable: %v", ledger.ErrCorrupt, err)
+	}
+	if ev.GetSubject() != e.Subject {
+		return ev, fmt.Errorf("%w: event names subject %s", ledger.ErrCorrupt, ev.GetSubject())
+	}
+	if _, _, ok := ledger.ParseExecutionSubject(e.Subject); !ok {
+		return ev, fmt.Errorf("%w: %s is not an execution subject", ledger.ErrCorrupt, e.Subject)
+	}
+	if err := ledger.CheckSigned(ev, keys); err != nil {
+		return ev, err
+	}
+	if err := ledger.CheckNext(prev, ev); err != nil {
+		return ev, err
+	}
+	return ev, nil
+}
+
+// intentToken is the intent part of any subject under pc.exec., valid
+// execution id or not: a message there moves the intent filter's last
+// sequence whatever it holds.
+func intentToken(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "pc.exec.")
+	if !ok {
+		return "", false
+	}
+	token, _, ok := strings.Cut(rest, ".")
+	return token, ok && token != ""
 }
 
 // CatchUp folds until the views hold everything the stream held when it

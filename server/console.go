@@ -22,11 +22,11 @@ func (g *Gateway) newConsole(cfg *config.Config, o Options, ex *gateway.Executio
 			s := g.jsLog.Stream()
 			if operationKey != "" {
 				var err error
-				if executionID, err = executionByOperationKey(ctx, s, operationKey); err != nil {
+				if executionID, err = executionByOperationKey(ctx, s, g.Keyring, operationKey); err != nil {
 					return audit.Investigation{}, err
 				}
 			}
-			id, events, err := readIntent(ctx, s, executionID, fingerprint)
+			id, events, err := readIntent(ctx, s, g.sesLog.Stream(), g.Keyring, executionID, fingerprint)
 			if err != nil {
 				return audit.Investigation{}, err
 			}

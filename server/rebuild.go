@@ -6,10 +6,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/trust"
+
 	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/mcp"
 	"github.com/portcullis-dev/portcullis/projector"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
 )
@@ -36,15 +40,31 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 	if err != nil {
 		return err
 	}
+	keys, err := ledgerKeyring(ctx, n.js, o)
+	if err != nil {
+		v.Close()
+		return err
+	}
 	p := projector.New(ledger.ExecutionsStream, ljs.Source{Stream: s}, v, lg)
+	p.SetKeys(keys)
 	if err := p.CatchUp(ctx, progress); err != nil {
 		v.Close()
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	if bs, err := n.js.Stream(ctx, keeper.Stream); err == nil {
-		if err := projector.NewBudget(ljs.Source{Stream: bs}, v, lg).CatchUp(ctx, nil); err != nil {
+		bp := projector.NewBudget(ljs.Source{Stream: bs}, v, lg)
+		bp.SetKeys(keys)
+		if err := bp.CatchUp(ctx, nil); err != nil {
 			v.Close()
 			return fmt.Errorf("rebuild budget views: %w", err)
+		}
+	}
+	if ss, err := n.js.Stream(ctx, mcp.SessionsStream); err == nil {
+		sp := projector.NewJournal(mcp.SessionsStream, ljs.Source{Stream: ss}, v, lg)
+		sp.SetKeys(keys)
+		if err := sp.CatchUp(ctx, nil); err != nil {
+			v.Close()
+			return fmt.Errorf("rebuild sessions digest: %w", err)
 		}
 	}
 	if err := v.Close(); err != nil {
@@ -59,7 +79,9 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 
 // Replay folds the record into fresh views in outDir, from an export
 // directory (from != "") or the live ledger, reporting progress per
-// stream; it returns the number of events folded.
+// stream; it returns the number of events folded. Signatures are checked
+// against the record's own enrollments (pin them with audit verify
+// --trusted-keys); what fails is quarantined, as on a gateway.
 func Replay(ctx context.Context, o Options, from, outDir string, progress func(stream string, applied, total uint64)) (uint64, error) {
 	if _, err := os.Stat(outDir); err == nil {
 		return 0, fmt.Errorf("%s exists: replay builds fresh views", outDir)
@@ -70,33 +92,53 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 	}
 	defer v.Close()
 	sources := map[string]projector.Source{}
+	var keys ledger.Keys
 	if from != "" {
+		man, err := audit.ReadManifest(from)
+		if err != nil {
+			return 0, err
+		}
+		a, err := man.Trust.UnpinnedAnchor()
+		if err != nil {
+			return 0, fmt.Errorf("replay %s: %w", from, err)
+		}
+		keys = keyMap(a.Keys(man.Trust))
 		sources[ledger.ExecutionsStream] = audit.ExportSource{Dir: from, Stream: ledger.ExecutionsStream}
 		sources[keeper.Stream] = audit.ExportSource{Dir: from, Stream: keeper.Stream}
+		sources[mcp.SessionsStream] = audit.ExportSource{Dir: from, Stream: mcp.SessionsStream}
 	} else {
 		n, _, err := openForTool(o)
 		if err != nil {
 			return 0, err
 		}
 		defer n.close()
-		for _, name := range []string{ledger.ExecutionsStream, keeper.Stream} {
+		kr, err := ledgerKeyring(ctx, n.js, Options{})
+		if err != nil {
+			return 0, err
+		}
+		keys = kr
+		for _, name := range []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream} {
 			if s, err := n.js.Stream(ctx, name); err == nil {
 				sources[name] = ljs.Source{Stream: s}
 			}
 		}
 	}
 	var total uint64
-	for _, name := range []string{ledger.ExecutionsStream, keeper.Stream} {
+	for _, name := range []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream} {
 		src, ok := sources[name]
 		if !ok {
 			continue
 		}
 		var p *projector.Projector
-		if name == keeper.Stream {
+		switch name {
+		case keeper.Stream:
 			p = projector.NewBudget(src, v, nil)
-		} else {
+		case mcp.SessionsStream:
+			p = projector.NewJournal(name, src, v, nil)
+		default:
 			p = projector.New(name, src, v, nil)
 		}
+		p.SetKeys(keys)
 		var done uint64
 		err := p.CatchUp(ctx, func(applied, all uint64) {
 			done = applied
@@ -110,4 +152,22 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 		total += done
 	}
 	return total, nil
+}
+
+// ledgerKeyring is the keyring of the ledger's enrolled gateways, for an
+// operator tool: the root from the meta stream, pinned against the data
+// directory's root.pub (or --root-public-key) when there is one.
+func ledgerKeyring(ctx context.Context, js jetstream.JetStream, o Options) (*trust.Keyring, error) {
+	meta, err := js.Stream(ctx, metaStream)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoLedger, err)
+	}
+	root, err := readRoot(ctx, meta)
+	if err != nil {
+		return nil, fmt.Errorf("ledger root: %w", err)
+	}
+	if err := pinRoot(o, root.GetPublicKey()); err != nil {
+		return nil, err
+	}
+	return trust.NewKeyring(root.GetPublicKey(), metaEnrollments(meta)), nil
 }

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/mcp"
 )
 
 // Checkpoints: the stream that holds them and how often a gateway seals.
@@ -17,6 +19,10 @@ const (
 	checkpointSubjectPfx   = "pc.audit."
 	DefaultCheckpointEvery = 30 * time.Second
 )
+
+// SealedStreams are the streams a gateway seals with checkpoints: every
+// stream of the record but the checkpoints' own.
+var SealedStreams = []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream}
 
 // CheckpointSubject is where checkpoints of stream are appended.
 func CheckpointSubject(stream string) string { return checkpointSubjectPfx + stream }
@@ -35,7 +41,7 @@ type sealer struct {
 
 func (s *sealer) seal(ctx context.Context) error {
 	var errs []error
-	for _, stream := range []string{ledger.ExecutionsStream, "PORTCULLIS_BUDGET"} {
+	for _, stream := range SealedStreams {
 		seq, digest, err := s.marks(stream)
 		if err != nil || seq == 0 || seq <= s.sealed[stream] {
 			continue

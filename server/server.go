@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ import (
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
 	"github.com/portcullis-dev/portcullis/telemetry"
 	"github.com/portcullis-dev/portcullis/toolcall"
+	"github.com/portcullis-dev/portcullis/trust"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -93,6 +95,16 @@ type Options struct {
 	// (tests that drive the console's "mark outcome unknown" by hand); other
 	// gateways of the ledger still sweep.
 	NoSweep bool
+	// RootKey references the ledger's root private key ("env:NAME",
+	// "file:PATH" or a path): with it the gateway enrolls itself. Empty:
+	// DATA_DIR/root.key when present; a new ledger creates it there.
+	RootKey string
+	// RootPublicKey pins the ledger's root (hex); empty pins the root the
+	// gateway sees first (DATA_DIR/root.pub).
+	RootPublicKey string
+	// SigningKey references this gateway's Ed25519 key; empty:
+	// DATA_DIR/gateway.ed25519 (created on first start, 0600).
+	SigningKey string
 }
 
 // Gateway is a running gateway.
@@ -110,6 +122,7 @@ type Gateway struct {
 	Key           fingerprint.Key
 	Projector     *projector.Projector
 	Budget        *projector.Projector
+	Sessions      *projector.Projector
 	Views         *pebbleviews.Views
 	// Metrics is this gateway's registry, served on /metrics; its methods
 	// are the hooks other parts feed (Quarantined, SetOverdueDispatches).
@@ -119,6 +132,14 @@ type Gateway struct {
 	// Auth authenticates API callers (the config's callers:); other routes
 	// of the listener use it through auth.Middleware.
 	Auth *auth.Authenticator
+	// Keyring holds the enrolled gateways every event is checked against.
+	Keyring *trust.Keyring
+	// SignKey is this gateway's enrolled signing key (tests build a second
+	// Service with it; an unsigned or unenrolled writer is quarantined).
+	SignKey ed25519.PrivateKey
+	// RootKeyPath is the root key file this gateway created or was given
+	// ("" when it runs without the root key).
+	RootKeyPath string
 
 	log       *slog.Logger
 	tracer    trace.TracerProvider
@@ -184,14 +205,43 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if g.tracer, g.traceDown, err = telemetry.Tracing(ctx, o.OTLPEndpoint, id, telemetry.Version()); err != nil {
 		return nil, err
 	}
-	key, err := resolveKey(ctx, g.nats.js, o, g.log)
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
+	}
+	defer func() {
+		if !ok {
+			ln.Close()
+		}
+	}()
+	g.Addr = ln.Addr().String()
+	scheme := "http://"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https://"
+	}
+	if !gatewayIDPattern.MatchString(id) {
+		return nil, fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", id)
+	}
+	ident, err := openIdentity(ctx, g.nats.js, o, g.log)
 	if err != nil {
 		return nil, err
 	}
-	signKey, err := resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
+	if err := ensureEnrolled(ctx, g.nats.js, ident, id, scheme+g.Addr, g.log); err != nil {
+		return nil, err
+	}
+	g.Keyring = ident.keyring
+	if ident.rootKey != nil {
+		g.RootKeyPath = o.RootKey
+		if g.RootKeyPath == "" {
+			g.RootKeyPath = filepath.Join(o.DataDir, RootKeyFile)
+		}
+	}
+	key, err := resolveKey(ctx, g.nats.js, o, ident, id, g.log)
 	if err != nil {
 		return nil, err
 	}
+	signKey := ident.signKey
+	g.SignKey = signKey
 	replicas := o.Replicas
 	if replicas == 0 {
 		replicas = 1
@@ -199,15 +249,15 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			replicas = 3
 		}
 	}
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream)})
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream)})
 	if err != nil {
 		return nil, err
 	}
-	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(keeper.Stream)})
+	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(keeper.Stream)})
 	if err != nil {
 		return nil, err
 	}
-	g.audLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: AuditStream, Description: streamDescriptions[AuditStream], Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(AuditStream)})
+	g.audLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: AuditStream, Description: streamDescriptions[AuditStream], Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(AuditStream)})
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +266,10 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
 	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
+	g.Projector.SetKeys(g.Keyring)
+	g.Budget.SetKeys(g.Keyring)
+	g.Projector.OnQuarantine(g.quarantined)
+	g.Budget.OnQuarantine(g.quarantined)
 	g.Keeper = keeper.New(g.Metrics.Log(keeper.Stream, g.budLog), g.Views, id, o.Now)
 	g.Keeper.SignKey = signKey
 	g.ExecutionsLog, g.Contracts, g.Key = g.jsLog, cfg.Contracts(), key
@@ -223,42 +277,38 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey, OnBegin: g.Metrics.OnBegin})
 	g.watch(o)
 
+	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
+	if err != nil {
+		return nil, err
+	}
+	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(mcp.SessionsStream)})
+	if err != nil {
+		return nil, err
+	}
+	g.Sessions = projector.NewJournal(mcp.SessionsStream, ljs.Source{Stream: g.sesLog.Stream()}, g.Views, g.log)
+	g.Sessions.SetKeys(g.Keyring)
+	g.Sessions.OnQuarantine(g.quarantined)
+
 	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
 		m, err := g.Views.Mark(stream)
 		return m.Seq, m.Digest, err
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(4)
+	g.wg.Add(5)
 	go g.runProjector(runCtx, g.Projector)
 	go g.runProjector(runCtx, g.Budget)
+	go g.runProjector(runCtx, g.Sessions)
 	go g.runSealer(runCtx, o.CheckpointEvery)
 	go g.runSweep(runCtx, o.NoSweep)
 
-	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
-	if err != nil {
-		return nil, err
-	}
-	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, OnCommit: g.Metrics.OnCommit(mcp.SessionsStream)})
-	if err != nil {
-		return nil, err
-	}
 	journal := &mcp.Journal{Log: g.sesLog, Key: signKey, GatewayID: id, Logger: g.log}
 	mg, err := mcp.New(g.Ledger, cfg, events, journal, g.log)
 	if err != nil {
 		return nil, err
 	}
 	g.mcp = mg
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", o.Listen, err)
-	}
-	g.Addr = ln.Addr().String()
-	scheme := "http://"
-	if tlsCfg != nil {
-		ln, scheme = tls.NewListener(ln, tlsCfg), "https://"
-	}
-	mg.SetOwners(sessionOwners{js: g.nats.js}, scheme+g.Addr)
+	mg.SetOwners(sessionOwners{js: g.nats.js, id: id, keyring: g.Keyring, log: g.log}, scheme+g.Addr)
 	binder, err := toolcall.New(cfg.Tools)
 	if err != nil {
 		return nil, err
@@ -306,8 +356,8 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, b
 	mux.Handle("/console/", consoleHandler)
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
 		Read: func(ctx context.Context, id, fp string) (string, []audit.Stored, error) {
-			return readIntent(ctx, g.jsLog.Stream(), id, fp)
-		}}, opts...))
+			return readIntent(ctx, g.jsLog.Stream(), g.sesLog.Stream(), g.Keyring, id, fp)
+		}, Quarantine: g.Views}, opts...))
 	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName,
 		portcullisv1connect.ApprovalServiceName, portcullisv1connect.AuditServiceName}
 	g.Readiness.Services = services
@@ -365,6 +415,11 @@ func (g *Gateway) drainViews() {
 	if seq, err := g.budLog.LastSeq(ctx); err == nil {
 		_ = g.Views.BudgetWaitFor(ctx, seq)
 	}
+	if g.sesLog != nil {
+		if seq, err := g.sesLog.LastSeq(ctx); err == nil {
+			_ = g.Views.StreamWaitFor(ctx, mcp.SessionsStream, seq)
+		}
+	}
 }
 
 // runSealer seals checkpoints periodically until ctx ends.
@@ -413,6 +468,13 @@ func (g *Gateway) runSweep(ctx context.Context, off bool) {
 			return
 		}
 	}
+}
+
+// Quarantined counts the messages this gateway's projectors refused to
+// fold since it started, over all streams (for an operator metric; the
+// quarantine view, ListQuarantine, holds each one).
+func (g *Gateway) Quarantined() uint64 {
+	return g.Projector.Quarantined() + g.Budget.Quarantined() + g.Sessions.Quarantined()
 }
 
 // Seal appends checkpoints now for every stream that moved.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/portcullis-dev/portcullis/budget"
@@ -92,4 +93,28 @@ func (g *Gateway) watch(o Options) {
 			return nil
 		},
 	}
+}
+
+// quarantined counts a quarantined message in the metrics, by a reason
+// kind that keeps the label set small.
+func (g *Gateway) quarantined(stream string, reason error) {
+	g.Metrics.Quarantined(stream, quarantineKind(reason))
+}
+
+// quarantineKind names why a message was quarantined: unenrolled,
+// signature, transition, undecodable or chain (hash, subject, link).
+func quarantineKind(err error) string {
+	var ite *ledger.IllegalTransitionError
+	msg := err.Error()
+	switch {
+	case errors.Is(err, ledger.ErrUnenrolled):
+		return "unenrolled"
+	case errors.As(err, &ite):
+		return "transition"
+	case strings.Contains(msg, "undecodable"), strings.Contains(msg, "decode"):
+		return "undecodable"
+	case strings.Contains(msg, "signature"), strings.Contains(msg, "signed"):
+		return "signature"
+	}
+	return "chain"
 }

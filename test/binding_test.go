@@ -128,7 +128,7 @@ func TestHalfDoneBudgetDecisionIsRepairedAtDispatch(t *testing.T) {
 	c, b := client(g), budgetClient(g)
 	mustOK(t)(b.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50_000, Currency: "GBP"})))
 	crashing := ledger.NewService(ledger.Config{Log: g.ExecutionsLog, Views: g.Views, Key: g.Key, Contracts: g.Contracts,
-		GatewayID: "gw-crashing", Budget: stuckBudget{}})
+		GatewayID: g.ID, SignKey: g.SignKey, Budget: stuckBudget{}}) // the same gateway, before its crash
 	a := fingerprint.Action{Actor: "agent-7", Tool: "pay_invoice", Arguments: []byte(`{"account":"acme","amount":7000}`), IntentScope: "run:1"}
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err := crashing.Begin(cctx, ledger.BeginInput{Action: a, OperationKey: "op-half"})

@@ -10,7 +10,7 @@ import (
 // NATS, Pebble, Connect, Prometheus or OpenTelemetry (docs/design.md §6).
 // Adapters implement their ports; telemetry hangs on their hooks.
 func TestDomainImportsNoAdapters(t *testing.T) {
-	domain := []string{"contract", "fingerprint", "ledger", "projector", "budget", "budget/keeper", "executor", "config", "toolcall"}
+	domain := []string{"contract", "fingerprint", "ledger", "projector", "budget", "budget/keeper", "executor", "config", "toolcall", "trust", "audit"}
 	forbidden := []string{"github.com/nats-io/", "github.com/cockroachdb/pebble", "connectrpc.com/",
 		"github.com/prometheus/", "go.opentelemetry.io/", "github.com/portcullis-dev/portcullis/telemetry"}
 	for _, pkg := range domain {

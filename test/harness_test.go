@@ -112,13 +112,32 @@ func startGateway(t testing.TB, natsURL string, clk *clock) *server.Gateway {
 	}
 	if natsURL != "" {
 		o.GatewayID = "gw-joined"
+		o.RootKey = rootKeyOf(natsURL)
 	}
 	g, err := server.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	remember(g)
 	t.Cleanup(func() { g.Close(context.Background()) })
 	return g
+}
+
+// rootKeys maps a ledger's NATS URL to the root key file its first
+// gateway created: a joining test gateway enrolls itself with it, as an
+// operator would with --root-key.
+var rootKeys sync.Map
+
+func remember(g *server.Gateway) {
+	if g.RootKeyPath != "" {
+		rootKeys.Store(g.NatsURL, g.RootKeyPath)
+	}
+}
+
+func rootKeyOf(natsURL string) string {
+	p, _ := rootKeys.Load(natsURL)
+	s, _ := p.(string)
+	return s
 }
 
 func client(g *server.Gateway) portcullisv1connect.ExecutionServiceClient {

@@ -22,12 +22,13 @@ func TestJoiningGatewayAdoptsSharedKey(t *testing.T) {
 		n++
 		return server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
 			NatsListen: "127.0.0.1:-1", FingerprintKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			GatewayID: fmt.Sprintf("gw-%d", n)}
+			GatewayID: fmt.Sprintf("gw-%d", n), RootKey: rootKeyOf(natsURL)}
 	}
 	g1, err := server.Start(ctx, opts("", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
+	remember(g1)
 	defer g1.Close(ctx)
 	g2, err := server.Start(ctx, opts(g1.NatsURL, ""))
 	if err != nil {

@@ -131,10 +131,12 @@ func startMCPGatewayLog(t testing.TB, cfg, natsURL string, logs io.Writer) *serv
 	g, err := server.Start(context.Background(), server.Options{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsURL: natsURL, NatsListen: "127.0.0.1:-1",
 		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		RootKey: rootKeyOf(natsURL),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	remember(g)
 	t.Cleanup(func() { g.Close(context.Background()) })
 	return g
 }

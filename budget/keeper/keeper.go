@@ -280,7 +280,9 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 	for range maxRounds {
 		h, err := k.head(ctx, account)
 		if errors.Is(err, ledger.ErrNotFound) {
-			h, err = Head{Account: &budget.Account{}}, nil
+			// A new account; h.Seq is its subject's last sequence when it
+			// holds only quarantined messages.
+			h, err = Head{Seq: h.Seq, Account: &budget.Account{}}, nil
 		}
 		if err != nil {
 			for _, c := range group {
@@ -395,7 +397,7 @@ func (k *Keeper) head(ctx context.Context, account string) (Head, error) {
 	case err == nil:
 		return v, nil
 	}
-	return Head{}, ledger.ErrNotFound
+	return Head{Seq: v.Seq}, ledger.ErrNotFound
 }
 
 func (k *Keeper) catchUp(ctx context.Context, conflict error) error {

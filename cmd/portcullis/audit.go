@@ -4,20 +4,26 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/portcullis-dev/portcullis/audit"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/server"
+	"github.com/portcullis-dev/portcullis/trust"
 )
 
 func exportCmd() *cobra.Command {
 	var o server.Options
-	var out, subject string
+	var out, subject, signKey string
 	var since, until time.Time
 	var sinceS, untilS string
 	cmd := &cobra.Command{
@@ -46,9 +52,18 @@ func exportCmd() *cobra.Command {
 			var w *audit.Writer
 			n := 0
 			bar := &progress{}
-			err := server.ReadLedgerCounted(ctx, o, func(keys map[string]ed25519.PublicKey) error {
+			var key ed25519.PrivateKey
+			if signKey != "" {
 				var err error
-				w, err = audit.NewWriter(out, keys)
+				if key, err = trust.LoadKey(signKey); err != nil {
+					return fmt.Errorf("--sign-key: %w", err)
+				}
+			} else {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: the manifest is unsigned (--sign-key KEY signs it with the root or an enrolled gateway key)")
+			}
+			err := server.ReadLedgerCounted(ctx, o, func(t audit.LedgerTrust) error {
+				var err error
+				w, err = audit.NewWriter(out, t, key)
 				if partial && err == nil {
 					w.SetFilter(fmt.Sprintf("subject %q since %q until %q", subject, sinceS, untilS))
 				}
@@ -78,6 +93,7 @@ func exportCmd() *cobra.Command {
 	cmd.Flags().StringVar(&subject, "subject", "", "only events on subjects matching this NATS filter (e.g. 'pc.exec.*.act_…'); a partial export is not verifiable")
 	cmd.Flags().StringVar(&sinceS, "since", "", "only events stored at or after this RFC 3339 time")
 	cmd.Flags().StringVar(&untilS, "until", "", "only events stored before this RFC 3339 time")
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the manifest with this Ed25519 key (root or enrolled gateway key; a path, file:PATH or env:NAME)")
 	return cmd
 }
 
@@ -86,19 +102,25 @@ func auditCmd() *cobra.Command {
 	var o server.Options
 	var from string
 	var asJSON bool
+	var vo audit.VerifyOptions
 	verify := &cobra.Command{
 		Use:   "verify",
 		Short: "Check every hash, chain link and signature, and that no event is missing (live, or --from an export)",
 		Long: `Checks, for every event of the record: its hash, its link to the previous event on its
-subject, its writer's Ed25519 signature against the gateway keys recorded in the ledger, and
-that no stream sequence is missing; for an export also each file against its manifest. Prints
-a summary and every failure with stream, sequence, subject and reason; exits 1 on any failure.`,
+subject, its writer's Ed25519 signature against the enrolled gateway keys, the state transition
+it records, and that no stream sequence is missing; every checkpoint against the digest
+recomputed from the events it covers; for an export also each file against its manifest and
+each decoded event against its stored bytes. --trusted-keys pins the keys (the root public key,
+or gateway keys) instead of believing the record's own root record; --trusted-checkpoint (saved
+by "portcullis audit checkpoint") detects a rollback or truncation before it. Prints a summary
+and every failure with stream, sequence, subject and reason (quarantined messages included);
+exits 1 on any failure, and when no ledger is found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep audit.Report
 			if from != "" {
 				var err error
-				if rep, err = audit.ReadExport(from); err != nil {
+				if rep, err = audit.ReadExport(from, vo); err != nil {
 					return err
 				}
 			} else {
@@ -106,9 +128,10 @@ a summary and every failure with stream, sequence, subject and reason; exits 1 o
 				defer stop()
 				var v *audit.Verifier
 				bar := &progress{}
-				err := server.ReadLedgerCounted(ctx, o, func(keys map[string]ed25519.PublicKey) error {
-					v = audit.NewVerifier(keys)
-					return nil
+				err := server.ReadLedgerCounted(ctx, o, func(t audit.LedgerTrust) error {
+					var err error
+					v, _, err = audit.NewAnchoredVerifier(t, vo)
+					return err
 				}, func(total uint64) { bar = newProgress("verifying", "events", int64(total)) }, func(r audit.Record, _ time.Time) error {
 					v.Add(r)
 					bar.Add(1)
@@ -128,7 +151,11 @@ a summary and every failure with stream, sequence, subject and reason; exits 1 o
 					return err
 				}
 			} else {
-				fmt.Fprintf(w, "%d events on %d subjects in %d streams, written by %d gateways %v\n", rep.Events, rep.Subjects, len(rep.Streams), len(rep.Writers), rep.Writers)
+				fmt.Fprintf(w, "%d events on %d subjects in %d streams, written by %d gateways %v; %d checkpoints checked, %d trusted checkpoints\n",
+					rep.Events, rep.Subjects, len(rep.Streams), len(rep.Writers), rep.Writers, rep.Checkpoints, rep.TrustedCheckpoints)
+				if !rep.Anchored {
+					fmt.Fprintln(w, "note: keys taken from the record's own root record; pin them with --trusted-keys")
+				}
 				for _, f := range rep.Failures {
 					fmt.Fprintf(w, "FAIL %s seq %d %s: %s\n", f.Stream, f.Seq, f.Subject, f.Reason)
 				}
@@ -145,7 +172,100 @@ a summary and every failure with stream, sequence, subject and reason; exits 1 o
 	readOptions(verify, &o)
 	verify.Flags().StringVar(&from, "from", "", "an export directory (portcullis export) instead of the live ledger")
 	verify.Flags().BoolVar(&asJSON, "json", false, "machine-readable report")
-	cmd.AddCommand(verify)
+	verify.Flags().StringVar(&vo.TrustedKeys, "trusted-keys", "", `file of trusted keys, one per line: "root HEX" (the ledger's root public key) or "GATEWAY_ID HEX"`)
+	verify.Flags().StringVar(&vo.TrustedCheckpoint, "trusted-checkpoint", "", "checkpoints saved earlier by `portcullis audit checkpoint`: a rollback or truncation before them fails")
+	cmd.AddCommand(verify, checkpointCmd(), quarantineCmd())
+	return cmd
+}
+
+func checkpointCmd() *cobra.Command {
+	var o server.Options
+	var out string
+	cmd := &cobra.Command{
+		Use:   "checkpoint --out FILE",
+		Short: "Save the latest signed checkpoint of every stream, to pin a later verify with --trusted-checkpoint",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			saved, err := server.SaveCheckpoint(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			b, err := json.MarshalIndent(saved, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(out, b, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "saved %d checkpoints to %s\n", len(saved.Checkpoints), out)
+			return nil
+		},
+	}
+	readOptions(cmd, &o)
+	cmd.Flags().StringVar(&out, "out", "", "file to write")
+	return cmd
+}
+
+func quarantineCmd() *cobra.Command {
+	var addr string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "quarantine",
+		Short: "List the stored messages a gateway refused to fold or serve (forged, undecodable, broken chain, illegal transition)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := portcullisv1connect.NewAuditServiceClient(http.DefaultClient, addr)
+			res, err := c.ListQuarantine(cmd.Context(), connect.NewRequest(&pb.ListQuarantineRequest{PageSize: 1000}))
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := protojson.Marshal(res.Msg)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d quarantined\n", res.Msg.GetTotal())
+			for _, q := range res.Msg.GetQuarantined() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s seq %d %s (claims %q): %s\n", q.GetStream(), q.GetSeq(), q.GetSubject(), q.GetGatewayId(), q.GetReason())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "gateway API base URL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine-readable")
+	return cmd
+}
+
+func enrollCmd() *cobra.Command {
+	var o server.Options
+	var rootKey, id, pub, box, addr string
+	cmd := &cobra.Command{
+		Use:   "enroll --root-key FILE --gateway-id ID --public-key HEX --box-key HEX --addr URL",
+		Short: "Enroll a gateway key with the ledger's root key (an unenrolled gateway refuses to start and prints these values)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rootKey == "" || id == "" || pub == "" || box == "" {
+				return fmt.Errorf("--root-key, --gateway-id, --public-key and --box-key are required")
+			}
+			if err := server.Enroll(cmd.Context(), o, rootKey, id, pub, box, addr); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "enrolled gateway %s\n", id)
+			return nil
+		},
+	}
+	readOptions(cmd, &o)
+	cmd.Flags().StringVar(&rootKey, "root-key", "", "the ledger's root private key (a path, file:PATH or env:NAME)")
+	cmd.Flags().StringVar(&id, "gateway-id", "", "the gateway's id")
+	cmd.Flags().StringVar(&pub, "public-key", "", "the gateway's Ed25519 public key (hex)")
+	cmd.Flags().StringVar(&box, "box-key", "", "the gateway's X25519 box key (hex), to seal the fingerprint key to")
+	cmd.Flags().StringVar(&addr, "addr", "", "the gateway's API base URL (http://host:port), where sessions may be forwarded")
 	return cmd
 }
 

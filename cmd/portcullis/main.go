@@ -29,7 +29,7 @@ func root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	cmd.AddCommand(serveCmd(), rebuildCmd(), budgetCmd(), approvalsCmd(), exportCmd(), auditCmd(), investigateCmd(), replayCmd(),
-		executionsCmd(), eventsCmd(), configCmd(), versionCmd())
+		executionsCmd(), eventsCmd(), configCmd(), versionCmd(), enrollCmd())
 	return cmd
 }
 
@@ -76,6 +76,9 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.TLSCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	cmd.Flags().StringVar(&o.TLSKey, "tls-key", "", "private key of --tls-cert (PEM)")
 	cmd.Flags().StringVar(&o.ClientCA, "client-ca", "", "verify client certificates signed by this CA (PEM); callers.NAME.cert_sha256 maps one to a caller")
+	cmd.Flags().StringVar(&o.RootKey, "root-key", "", "the ledger's root private key, to enroll this gateway itself (a path, file:PATH or env:NAME; default DATA_DIR/root.key when present, created with a new ledger)")
+	cmd.Flags().StringVar(&o.RootPublicKey, "root-public-key", "", "pin the ledger's root public key (hex; default: pin the root seen first, in DATA_DIR/root.pub)")
+	cmd.Flags().StringVar(&o.SigningKey, "signing-key", "", "this gateway's Ed25519 key (a path, file:PATH or env:NAME; default DATA_DIR/gateway.ed25519, created 0600)")
 	return cmd
 }
 

@@ -22,6 +22,7 @@ type Log struct {
 	stream jetstream.Stream
 	name   string
 	c      *committer
+	keys   ledger.Keys
 }
 
 var _ ledger.Log = (*Log)(nil)
@@ -40,6 +41,8 @@ type Options struct {
 	// atomic batch or one plain publish): its messages and how long the
 	// acknowledgement took. Metrics hang here; it must not block.
 	OnCommit func(messages int, took time.Duration)
+	// Keys checks the writer of every event Last reads (nil: hash only).
+	Keys ledger.Keys
 }
 
 // Open ensures the stream and starts the group committer. Close stops it.
@@ -52,7 +55,7 @@ func Open(ctx context.Context, nc *nats.Conn, spec StreamSpec, opt Options) (*Lo
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{nc: nc, js: js, stream: s, name: spec.Name}
+	l := &Log{nc: nc, js: js, stream: s, name: spec.Name, keys: opt.Keys}
 	l.c = newCommitter(nc, opt)
 	return l, nil
 }
@@ -85,7 +88,11 @@ func (l *Log) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, err
 	return l.c.submit(ctx, d)
 }
 
-// Last reads the subject's latest event with a direct get.
+// Last reads the subject's latest event with a direct get and checks it
+// (hash, subject, an enrolled writer's signature). When the latest stored
+// message fails, it is not served: Last returns the latest valid event on
+// the subject with the subject's real last sequence, so a compare-and-set
+// built on it expects what the stream holds.
 func (l *Log) Last(ctx context.Context, subject string) (ledger.Head, error) {
 	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -94,11 +101,85 @@ func (l *Log) Last(ctx context.Context, subject string) (ledger.Head, error) {
 	if err != nil {
 		return ledger.Head{}, fmt.Errorf("last %s: %w", subject, err)
 	}
-	ev, err := Decode(m.Data)
-	if err != nil {
-		return ledger.Head{}, fmt.Errorf("last %s seq %d: %w", subject, m.Sequence, err)
+	ev, err := l.check(subject, m.Data)
+	if err == nil {
+		return ledger.Head{Seq: m.Sequence, Event: ev}, nil
 	}
-	return ledger.Head{Seq: m.Sequence, Event: ev}, nil
+	if errors.Is(err, ledger.ErrKeysUnavailable) {
+		return ledger.Head{}, fmt.Errorf("last %s: %w", subject, err)
+	}
+	l.c.log.Warn("latest message on subject quarantined; reading the latest valid one", "subject", subject, "seq", m.Sequence, "reason", err)
+	valid, err := l.lastValid(ctx, subject, m.Sequence)
+	if err != nil {
+		return ledger.Head{}, err
+	}
+	if valid == nil {
+		return ledger.Head{Seq: m.Sequence}, fmt.Errorf("last %s: %w: no valid event (the subject holds only quarantined messages up to %d)", subject, ledger.ErrNotFound, m.Sequence)
+	}
+	return ledger.Head{Seq: m.Sequence, Event: valid}, nil
+}
+
+// maxScanBack bounds how many messages of one subject lastValid reads.
+const maxScanBack = 1 << 16
+
+// lastValid reads the subject from its start up to seq and returns its
+// latest valid event (nil: none), for the rare read whose latest message
+// was quarantined.
+func (l *Log) lastValid(ctx context.Context, subject string, upTo uint64) (*pb.Event, error) {
+	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return nil, fmt.Errorf("last %s: scan: %w", subject, err)
+	}
+	var valid *pb.Event
+	for n := 0; n < maxScanBack; {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("last %s: scan: %w", subject, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("last %s: scan: %w", subject, err)
+			}
+			if md.Sequence.Stream > upTo {
+				return valid, nil
+			}
+			ev, err := l.check(subject, m.Data())
+			if errors.Is(err, ledger.ErrKeysUnavailable) {
+				return nil, fmt.Errorf("last %s: %w", subject, err)
+			}
+			if err == nil && (valid == nil || bytesEqual(ev.GetPrevHash(), valid.GetHash())) {
+				valid = ev
+			}
+			if md.Sequence.Stream == upTo {
+				return valid, nil
+			}
+		}
+		if got == 0 {
+			return valid, nil
+		}
+	}
+	return nil, fmt.Errorf("last %s: more than %d messages to scan", subject, maxScanBack)
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// check decodes a stored message and verifies it for serving.
+func (l *Log) check(subject string, data []byte) (*pb.Event, error) {
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("%w: decode: %v", ledger.ErrCorrupt, err)
+	}
+	if ev.GetSubject() != subject {
+		return nil, fmt.Errorf("%w: the event names subject %s", ledger.ErrCorrupt, ev.GetSubject())
+	}
+	if err := ledger.CheckSigned(ev, l.keys); err != nil {
+		return nil, err
+	}
+	return ev, nil
 }
 
 // LastSeq is the stream's last sequence now.

@@ -86,10 +86,19 @@ func (s Source) ReadAll(ctx context.Context, deliver func(projector.Entry) error
 	if err != nil || last == 0 {
 		return err
 	}
+	return s.ReadUpTo(ctx, last, deliver)
+}
+
+// ReadUpTo delivers every event up to sequence last, in order, then
+// returns (for reading several streams as one consistent cut).
+func (s Source) ReadUpTo(ctx context.Context, last uint64, deliver func(projector.Entry) error) error {
+	if last == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := fmt.Errorf("done")
-	err = s.Tail(ctx, 1, func(es []projector.Entry) error {
+	err := s.Tail(ctx, 1, func(es []projector.Entry) error {
 		for _, e := range es {
 			if err := deliver(e); err != nil {
 				return err

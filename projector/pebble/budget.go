@@ -20,6 +20,9 @@ import (
 var (
 	accountPrefix  = []byte("b/") // account → 8-byte seq + 32-byte hash + account JSON
 	decisionPrefix = []byte("d/") // account "/" 8-byte seq → stored event
+	// account → 8-byte seq of the account subject's last message while it
+	// holds only quarantined ones (a new account's first decision expects it)
+	accountTipPrefix = []byte("bt/")
 )
 
 var (
@@ -31,6 +34,15 @@ var (
 func (v *Views) Account(_ context.Context, name string) (keeper.Head, error) {
 	val, closer, err := v.db.Get(key(accountPrefix, name))
 	if errors.Is(err, pebble.ErrNotFound) {
+		// No account, but maybe quarantined messages on its subject: the
+		// head carries their last sequence for the first decision's condition.
+		tip, tcloser, terr := v.db.Get(key(accountTipPrefix, name))
+		if terr == nil {
+			defer tcloser.Close()
+			if len(tip) == 8 {
+				return keeper.Head{Seq: binary.BigEndian.Uint64(tip)}, ledger.ErrNotFound
+			}
+		}
 		return keeper.Head{}, ledger.ErrNotFound
 	}
 	if err != nil {
@@ -48,10 +60,19 @@ func (v *Views) Account(_ context.Context, name string) (keeper.Head, error) {
 }
 
 // WriteBudget stores accounts, decision rows and the checkpoint in one batch.
-func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, mark projector.Mark) error {
+func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, quarantined []*pb.Quarantined, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
+	if err := setQuarantined(b, quarantined); err != nil {
+		return err
+	}
 	for name, h := range accounts {
+		if h.Account == nil { // only quarantined messages so far
+			if err := b.Set(key(accountTipPrefix, name), binary.BigEndian.AppendUint64(nil, h.Seq), nil); err != nil {
+				return err
+			}
+			continue
+		}
 		js, err := json.Marshal(h.Account)
 		if err != nil {
 			return err
@@ -77,6 +98,7 @@ func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.Bu
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
+	v.quarantined.Add(uint64(len(quarantined)))
 	v.setApplied(keeper.Stream, mark.Seq)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -35,6 +36,7 @@ var (
 	// only while the execution is DISPATCHED, in deadline order: the
 	// deadline sweep scans the overdue prefix of it.
 	dispatchedPrefix = []byte("d/")
+	quarantinePrefix = []byte("q/") // stream "/" 8-byte seq → pb.Quarantined
 )
 
 // blockCacheBytes is the Pebble block cache of one gateway's views.
@@ -49,6 +51,8 @@ type Views struct {
 	mu      sync.Mutex
 	applied map[string]uint64 // checkpoint per stream
 	waiters []chan struct{}
+
+	quarantined atomic.Uint64 // rows in the quarantine view
 }
 
 var (
@@ -78,6 +82,12 @@ func Open(dir string) (*Views, error) {
 		}
 		v.applied[stream] = cp
 	}
+	n, err := v.countQuarantined()
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	v.quarantined.Store(n)
 	return v, nil
 }
 
@@ -104,9 +114,12 @@ func (v *Views) Checkpoint(stream string) (uint64, error) {
 // fsync: the views are rebuilt from the stream, which is the durable
 // record, and the checkpoint written in the same batch keeps rows and
 // checkpoint consistent after a crash.
-func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, mark projector.Mark) error {
+func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, quarantined []*pb.Quarantined, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
+	if err := setQuarantined(b, quarantined); err != nil {
+		return err
+	}
 	for _, r := range heads {
 		val := make([]byte, 8+len(r.Data))
 		binary.BigEndian.PutUint64(val, r.Seq)
@@ -137,6 +150,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
+	v.quarantined.Add(uint64(len(quarantined)))
 	v.setApplied(stream, mark.Seq)
 	return nil
 }
@@ -217,7 +231,26 @@ func (v *Views) BudgetWaitFor(ctx context.Context, seq uint64) error {
 	return v.waitFor(ctx, keeper.Stream, seq)
 }
 
+// StreamWaitFor blocks until the views hold every event of stream up to seq.
+func (v *Views) StreamWaitFor(ctx context.Context, stream string, seq uint64) error {
+	return v.waitFor(ctx, stream, seq)
+}
+
 func (v *Views) waitFor(ctx context.Context, stream string, seq uint64) error {
+	v.mu.Lock()
+	_, known := v.applied[stream]
+	v.mu.Unlock()
+	if !known { // a stream Open did not load (the sessions journal's digest)
+		cp, err := v.Checkpoint(stream)
+		if err != nil {
+			return err
+		}
+		v.mu.Lock()
+		if v.applied[stream] < cp {
+			v.applied[stream] = cp
+		}
+		v.mu.Unlock()
+	}
 	for {
 		v.mu.Lock()
 		if v.applied[stream] >= seq {
@@ -268,6 +301,11 @@ func (v *Views) Intent(ctx context.Context, token string) (ledger.IntentHead, er
 	in, err := v.IntentRow(token)
 	if err != nil {
 		return ledger.IntentHead{}, err
+	}
+	if in.LatestSubject == "" {
+		// Only quarantined messages so far: no execution, but the intent
+		// filter's real last sequence for the create's compare-and-set.
+		return ledger.IntentHead{Seq: in.Seq}, nil
 	}
 	h, err := v.Head(ctx, in.LatestSubject)
 	if err != nil {

@@ -31,7 +31,7 @@ func TestOverdueIndex(t *testing.T) {
 		t.Helper()
 		seq++
 		row := projector.Row{Subject: "pc.exec.f1." + id, Seq: seq, Event: next, Replaced: replaced}
-		if err := v.Write("S", []projector.Row{row}, nil, projector.Mark{Seq: seq}); err != nil {
+		if err := v.Write("S", []projector.Row{row}, nil, nil, projector.Mark{Seq: seq}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -310,7 +310,7 @@ var File_portcullis_v1_audit_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_audit_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/audit.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"Y\n" +
+	"\x19portcullis/v1/audit.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19portcullis/v1/trust.proto\"Y\n" +
 	"\x12InvestigateRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"\xde\x01\n" +
@@ -335,9 +335,10 @@ const file_portcullis_v1_audit_proto_rawDesc = "" +
 	"session_id\x18\x06 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
 	"jsonrpc_id\x18\a \x01(\tR\tjsonrpcId\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail2i\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail2\xcd\x01\n" +
 	"\fAuditService\x12Y\n" +
-	"\vInvestigate\x12!.portcullis.v1.InvestigateRequest\x1a\".portcullis.v1.InvestigateResponse\"\x03\x90\x02\x01BEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
+	"\vInvestigate\x12!.portcullis.v1.InvestigateRequest\x1a\".portcullis.v1.InvestigateResponse\"\x03\x90\x02\x01\x12b\n" +
+	"\x0eListQuarantine\x12$.portcullis.v1.ListQuarantineRequest\x1a%.portcullis.v1.ListQuarantineResponse\"\x03\x90\x02\x01BEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
 
 var (
 	file_portcullis_v1_audit_proto_rawDescOnce sync.Once
@@ -353,20 +354,24 @@ func file_portcullis_v1_audit_proto_rawDescGZIP() []byte {
 
 var file_portcullis_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_portcullis_v1_audit_proto_goTypes = []any{
-	(*InvestigateRequest)(nil),    // 0: portcullis.v1.InvestigateRequest
-	(*InvestigateResponse)(nil),   // 1: portcullis.v1.InvestigateResponse
-	(*InvestigationAnswer)(nil),   // 2: portcullis.v1.InvestigationAnswer
-	(*TimelineStep)(nil),          // 3: portcullis.v1.TimelineStep
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*InvestigateRequest)(nil),     // 0: portcullis.v1.InvestigateRequest
+	(*InvestigateResponse)(nil),    // 1: portcullis.v1.InvestigateResponse
+	(*InvestigationAnswer)(nil),    // 2: portcullis.v1.InvestigationAnswer
+	(*TimelineStep)(nil),           // 3: portcullis.v1.TimelineStep
+	(*timestamppb.Timestamp)(nil),  // 4: google.protobuf.Timestamp
+	(*ListQuarantineRequest)(nil),  // 5: portcullis.v1.ListQuarantineRequest
+	(*ListQuarantineResponse)(nil), // 6: portcullis.v1.ListQuarantineResponse
 }
 var file_portcullis_v1_audit_proto_depIdxs = []int32{
 	2, // 0: portcullis.v1.InvestigateResponse.answers:type_name -> portcullis.v1.InvestigationAnswer
 	3, // 1: portcullis.v1.InvestigateResponse.timeline:type_name -> portcullis.v1.TimelineStep
 	4, // 2: portcullis.v1.TimelineStep.time:type_name -> google.protobuf.Timestamp
 	0, // 3: portcullis.v1.AuditService.Investigate:input_type -> portcullis.v1.InvestigateRequest
-	1, // 4: portcullis.v1.AuditService.Investigate:output_type -> portcullis.v1.InvestigateResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
+	5, // 4: portcullis.v1.AuditService.ListQuarantine:input_type -> portcullis.v1.ListQuarantineRequest
+	1, // 5: portcullis.v1.AuditService.Investigate:output_type -> portcullis.v1.InvestigateResponse
+	6, // 6: portcullis.v1.AuditService.ListQuarantine:output_type -> portcullis.v1.ListQuarantineResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -377,6 +382,7 @@ func file_portcullis_v1_audit_proto_init() {
 	if File_portcullis_v1_audit_proto != nil {
 		return
 	}
+	file_portcullis_v1_trust_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -36,6 +36,9 @@ const (
 	// AuditServiceInvestigateProcedure is the fully-qualified name of the AuditService's Investigate
 	// RPC.
 	AuditServiceInvestigateProcedure = "/portcullis.v1.AuditService/Investigate"
+	// AuditServiceListQuarantineProcedure is the fully-qualified name of the AuditService's
+	// ListQuarantine RPC.
+	AuditServiceListQuarantineProcedure = "/portcullis.v1.AuditService/ListQuarantine"
 )
 
 // AuditServiceClient is a client for the portcullis.v1.AuditService service.
@@ -43,6 +46,10 @@ type AuditServiceClient interface {
 	// Investigate answers, in the order an incident needs them and with the
 	// evidence for each, what happened to an execution and its retries.
 	Investigate(context.Context, *connect.Request[v1.InvestigateRequest]) (*connect.Response[v1.InvestigateResponse], error)
+	// ListQuarantine lists the stored messages this gateway refused to fold
+	// or serve (unenrolled writer, bad signature, undecodable, broken chain,
+	// illegal transition), oldest first.
+	ListQuarantine(context.Context, *connect.Request[v1.ListQuarantineRequest]) (*connect.Response[v1.ListQuarantineResponse], error)
 }
 
 // NewAuditServiceClient constructs a client for the portcullis.v1.AuditService service. By default,
@@ -63,12 +70,20 @@ func NewAuditServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listQuarantine: connect.NewClient[v1.ListQuarantineRequest, v1.ListQuarantineResponse](
+			httpClient,
+			baseURL+AuditServiceListQuarantineProcedure,
+			connect.WithSchema(auditServiceMethods.ByName("ListQuarantine")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // auditServiceClient implements AuditServiceClient.
 type auditServiceClient struct {
-	investigate *connect.Client[v1.InvestigateRequest, v1.InvestigateResponse]
+	investigate    *connect.Client[v1.InvestigateRequest, v1.InvestigateResponse]
+	listQuarantine *connect.Client[v1.ListQuarantineRequest, v1.ListQuarantineResponse]
 }
 
 // Investigate calls portcullis.v1.AuditService.Investigate.
@@ -76,11 +91,20 @@ func (c *auditServiceClient) Investigate(ctx context.Context, req *connect.Reque
 	return c.investigate.CallUnary(ctx, req)
 }
 
+// ListQuarantine calls portcullis.v1.AuditService.ListQuarantine.
+func (c *auditServiceClient) ListQuarantine(ctx context.Context, req *connect.Request[v1.ListQuarantineRequest]) (*connect.Response[v1.ListQuarantineResponse], error) {
+	return c.listQuarantine.CallUnary(ctx, req)
+}
+
 // AuditServiceHandler is an implementation of the portcullis.v1.AuditService service.
 type AuditServiceHandler interface {
 	// Investigate answers, in the order an incident needs them and with the
 	// evidence for each, what happened to an execution and its retries.
 	Investigate(context.Context, *connect.Request[v1.InvestigateRequest]) (*connect.Response[v1.InvestigateResponse], error)
+	// ListQuarantine lists the stored messages this gateway refused to fold
+	// or serve (unenrolled writer, bad signature, undecodable, broken chain,
+	// illegal transition), oldest first.
+	ListQuarantine(context.Context, *connect.Request[v1.ListQuarantineRequest]) (*connect.Response[v1.ListQuarantineResponse], error)
 }
 
 // NewAuditServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -97,10 +121,19 @@ func NewAuditServiceHandler(svc AuditServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	auditServiceListQuarantineHandler := connect.NewUnaryHandler(
+		AuditServiceListQuarantineProcedure,
+		svc.ListQuarantine,
+		connect.WithSchema(auditServiceMethods.ByName("ListQuarantine")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/portcullis.v1.AuditService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AuditServiceInvestigateProcedure:
 			auditServiceInvestigateHandler.ServeHTTP(w, r)
+		case AuditServiceListQuarantineProcedure:
+			auditServiceListQuarantineHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -112,4 +145,8 @@ type UnimplementedAuditServiceHandler struct{}
 
 func (UnimplementedAuditServiceHandler) Investigate(context.Context, *connect.Request[v1.InvestigateRequest]) (*connect.Response[v1.InvestigateResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("portcullis.v1.AuditService.Investigate is not implemented"))
+}
+
+func (UnimplementedAuditServiceHandler) ListQuarantine(context.Context, *connect.Request[v1.ListQuarantineRequest]) (*connect.Response[v1.ListQuarantineResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("portcullis.v1.AuditService.ListQuarantine is not implemented"))
 }

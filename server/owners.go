@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/trust"
+)
+
+// sessionOwners keeps MCP session owners in the ledger's meta stream
+// (pc.meta.session.<digest>: "<gateway id> <URL>"; first claim wins). A
+// claim is believed only when the gateway it names is enrolled at that
+// URL: a forged owner record can never make a gateway forward an agent's
+// request (and its token) anywhere else.
+type sessionOwners struct {
+	js      jetstream.JetStream
+	id      string
+	keyring *trust.Keyring
+	log     *slog.Logger
+}
+
+func ownerSubject(sessionID string) string {
+	sum := sha256.Sum256([]byte(sessionID))
+	return "pc.meta.session." + hex.EncodeToString(sum[:16])
+}
+
+func (s sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) error {
+	_, err := s.js.Publish(ctx, ownerSubject(sessionID), []byte(s.id+" "+ownerURL), jetstream.WithExpectLastSequencePerSubject(0))
+	return err
+}
+
+func (s sessionOwners) Owner(ctx context.Context, sessionID string) (string, error) {
+	st, err := s.js.Stream(ctx, metaStream)
+	if err != nil {
+		return "", err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, ownerSubject(sessionID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	gatewayID, url, _ := strings.Cut(string(m.Data), " ")
+	enrolled, err := s.keyring.Enrollments(gatewayID)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range enrolled {
+		if e.GetListenAddr() == url && url != "" {
+			return url, nil
+		}
+	}
+	s.log.Warn("session owner record names no enrolled gateway address; not forwarding", "gateway", gatewayID, "url", url)
+	return "", nil
+}

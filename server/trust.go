@@ -1,0 +1,488 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/fingerprint"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/trust"
+	"google.golang.org/protobuf/proto"
+)
+
+// Trust records in the ledger's meta stream (PORTCULLIS_META, one message
+// per subject, first write wins). None of them is believed for being
+// there: the root record is pinned by every gateway that saw it first
+// (DATA_DIR/root.pub) and self-signed; an enrollment counts only with the
+// root's signature; the fingerprint key is stored only sealed.
+const (
+	// RootKeyFile is where the embedded default keeps the root's private
+	// half (0600, fsynced). Move it offline once the gateways are enrolled.
+	RootKeyFile       = "root.key"
+	rootPubFile       = "root.pub"
+	gatewayKeyFile    = "gateway.ed25519"
+	RootSubject       = "pc.meta.root"
+	EnrollSubjectPfx  = "pc.meta.enroll." // + gateway id + "." + record digest
+	sealedKeyRoot     = "pc.meta.fpkey.root"
+	sealedKeyPfx      = "pc.meta.fpkey.gw." // + gateway id + "." + box key digest
+	keyCheckSubject   = "pc.meta.fingerprint_key_check"
+	metaLookupWaitMax = 5 * time.Second
+)
+
+var gatewayIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// identity is what a gateway knows of the ledger's trust: its own signing
+// key, the root public key, the root private key when the operator gave
+// it, and the keyring of enrolled gateways.
+type identity struct {
+	signKey ed25519.PrivateKey
+	rootKey ed25519.PrivateKey // nil unless given (or created here)
+	root    *pb.RootIdentity
+	keyring *trust.Keyring
+}
+
+// openIdentity loads (or creates) this gateway's signing key, finds or
+// creates the ledger's root, and builds the keyring. It does not enroll.
+func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *slog.Logger) (*identity, error) {
+	meta, err := ensureMeta(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	id := &identity{}
+	if o.SigningKey != "" {
+		id.signKey, err = trust.LoadKey(o.SigningKey)
+	} else {
+		id.signKey, _, err = trust.LoadOrCreateKey(filepath.Join(o.DataDir, gatewayKeyFile))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gateway key: %w", err)
+	}
+	rootRef := o.RootKey
+	if rootRef == "" && fileExists(filepath.Join(o.DataDir, RootKeyFile)) {
+		rootRef = filepath.Join(o.DataDir, RootKeyFile)
+	}
+	if rootRef != "" {
+		if id.rootKey, err = trust.LoadKey(rootRef); err != nil {
+			return nil, fmt.Errorf("root key: %w", err)
+		}
+	}
+	created := ""
+	if id.root, err = readRoot(ctx, meta); errors.Is(err, jetstream.ErrMsgNotFound) {
+		if id.rootKey == nil {
+			p := filepath.Join(o.DataDir, RootKeyFile)
+			if id.rootKey, err = trust.CreateKeyFile(p); err != nil {
+				return nil, fmt.Errorf("root key: %w", err)
+			}
+			created = p
+			lg.Warn("created the ledger's root key; it signs gateway enrollments: keep it safe, move it offline once the gateways are enrolled", "file", p)
+		}
+		rec, merr := proto.Marshal(trust.NewRoot(id.rootKey, time.Now()))
+		if merr != nil {
+			return nil, merr
+		}
+		if _, perr := js.Publish(ctx, RootSubject, rec, jetstream.WithExpectLastSequencePerSubject(0)); perr != nil {
+			lg.Info("another gateway recorded the root first", "err", perr)
+		}
+		id.root, err = readRoot(ctx, meta)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger root: %w", err)
+	}
+	if id.rootKey != nil && !bytes.Equal(id.rootKey.Public().(ed25519.PublicKey), id.root.GetPublicKey()) {
+		if created == "" {
+			return nil, errors.New("the root key given is not this ledger's root")
+		}
+		// Another gateway created the ledger at the same moment: this one's
+		// new root key is nobody's; it must be enrolled like any other.
+		if err := os.Remove(created); err != nil {
+			return nil, fmt.Errorf("root key: %w", err)
+		}
+		id.rootKey = nil
+	}
+	if err := pinRoot(o, id.root.GetPublicKey()); err != nil {
+		return nil, err
+	}
+	id.keyring = trust.NewKeyring(id.root.GetPublicKey(), metaEnrollments(meta))
+	return id, nil
+}
+
+func readRoot(ctx context.Context, meta jetstream.Stream) (*pb.RootIdentity, error) {
+	m, err := meta.GetLastMsgForSubject(ctx, RootSubject)
+	if err != nil {
+		return nil, err
+	}
+	sr := new(pb.SignedRecord)
+	if err := proto.Unmarshal(m.Data, sr); err != nil {
+		return nil, fmt.Errorf("%w: root record: %v", trust.ErrBadRecord, err)
+	}
+	return trust.OpenRoot(sr)
+}
+
+// pinRoot compares the ledger's root with the one this gateway saw first
+// (or was given), and pins it on first sight: a meta stream rewritten
+// behind the gateway's back is refused, not believed.
+func pinRoot(o Options, pub ed25519.PublicKey) error {
+	if o.RootPublicKey != "" {
+		want, err := trust.ParsePublicKey(o.RootPublicKey)
+		if err != nil {
+			return fmt.Errorf("--root-public-key: %w", err)
+		}
+		if !bytes.Equal(want, pub) {
+			return fmt.Errorf("the ledger's root key %x is not the one given by --root-public-key", pub)
+		}
+	}
+	if o.DataDir == "" {
+		return nil
+	}
+	p := filepath.Join(o.DataDir, rootPubFile)
+	if b, err := os.ReadFile(p); err == nil {
+		pinned, err := trust.ParsePublicKey(string(b))
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if !bytes.Equal(pinned, pub) {
+			return fmt.Errorf("the ledger's root key %x differs from the one pinned in %s: refusing a ledger whose root changed", pub, p)
+		}
+		return nil
+	}
+	return os.WriteFile(p, []byte(hex.EncodeToString(pub)+"\n"), 0o600)
+}
+
+// metaEnrollments reads every stored enrollment of one gateway id.
+func metaEnrollments(meta jetstream.Stream) trust.Lookup {
+	return func(ctx context.Context, gatewayID string) ([]*pb.SignedRecord, error) {
+		if !gatewayIDPattern.MatchString(gatewayID) {
+			return nil, nil
+		}
+		return readRecords(ctx, meta, EnrollSubjectPfx+gatewayID+".*")
+	}
+}
+
+func readRecords(ctx context.Context, meta jetstream.Stream, filter string) ([]*pb.SignedRecord, error) {
+	info, err := meta.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, err
+	}
+	var out []*pb.SignedRecord
+	for subj := range info.State.Subjects {
+		m, err := meta.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			return nil, err
+		}
+		sr := new(pb.SignedRecord)
+		if proto.Unmarshal(m.Data, sr) == nil {
+			out = append(out, sr)
+		}
+	}
+	return out, nil
+}
+
+// EnrollmentSubject is where a signed enrollment is stored: one subject
+// per distinct record, so a forged record never blocks the real one.
+func EnrollmentSubject(sr *pb.SignedRecord, gatewayID string) string {
+	sum := sha256.Sum256(sr.GetRecord())
+	return EnrollSubjectPfx + gatewayID + "." + hex.EncodeToString(sum[:8])
+}
+
+// publishEnrollment stores a signed enrollment (idempotent).
+func publishEnrollment(ctx context.Context, js jetstream.JetStream, gatewayID string, sr *pb.SignedRecord) error {
+	b, err := proto.Marshal(sr)
+	if err != nil {
+		return err
+	}
+	_, err = js.Publish(ctx, EnrollmentSubject(sr, gatewayID), b, jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return nil // the same record is already there
+	}
+	return err
+}
+
+// ensureEnrolled makes sure this gateway's key is enrolled at its address:
+// with the root key it enrolls itself; without, an operator must have run
+// `portcullis enroll`. An unenrolled gateway refuses to start (it could
+// not write anything other gateways would count).
+func ensureEnrolled(ctx context.Context, js jetstream.JetStream, id *identity, gatewayID, addr string, lg *slog.Logger) error {
+	pub := id.signKey.Public().(ed25519.PublicKey)
+	enrolledAt := false
+	isEnrolled := false
+	enrolled, err := id.keyring.Enrollments(gatewayID)
+	if err != nil {
+		return err
+	}
+	for _, e := range enrolled {
+		if bytes.Equal(e.GetPublicKey(), pub) {
+			isEnrolled = true
+			enrolledAt = enrolledAt || e.GetListenAddr() == addr
+		}
+	}
+	if enrolledAt {
+		return nil
+	}
+	if id.rootKey == nil {
+		if isEnrolled {
+			lg.Warn("this gateway is enrolled at another address: sessions are forwarded to it only at its enrolled address; re-enroll with `portcullis enroll --addr`", "addr", addr)
+			return nil
+		}
+		boxPub, _ := trust.BoxKeys(id.signKey)
+		return fmt.Errorf("gateway %s is not enrolled in this ledger, so nothing it wrote would count: enroll it with the root key "+
+			"(`portcullis enroll --root-key FILE --gateway-id %s --public-key %x --box-key %x --addr %s --nats-url URL`) or start it with --root-key FILE",
+			gatewayID, gatewayID, pub, boxPub[:], addr)
+	}
+	sr := trust.EnrollSelf(id.rootKey, id.signKey, gatewayID, addr, time.Now())
+	if err := publishEnrollment(ctx, js, gatewayID, sr); err != nil {
+		return fmt.Errorf("enroll %s: %w", gatewayID, err)
+	}
+	if _, err := id.keyring.Add(sr); err != nil {
+		return err
+	}
+	lg.Info("enrolled this gateway with the root key", "addr", addr)
+	return nil
+}
+
+// Enroll signs an enrollment with the root key and stores it, and seals
+// the ledger's fingerprint key to the gateway (when the ledger shares it),
+// for `portcullis enroll`.
+func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHex, addr string) error {
+	if !gatewayIDPattern.MatchString(gatewayID) {
+		return fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", gatewayID)
+	}
+	rootKey, err := trust.LoadKey(rootKeyRef)
+	if err != nil {
+		return fmt.Errorf("root key: %w", err)
+	}
+	pub, err := trust.ParsePublicKey(pubHex)
+	if err != nil {
+		return err
+	}
+	box, err := hex.DecodeString(boxHex)
+	if err != nil || len(box) != 32 {
+		return fmt.Errorf("--box-key: want 32 bytes of hex")
+	}
+	n, _, err := openForTool(o)
+	if err != nil {
+		return err
+	}
+	defer n.close()
+	meta, err := ensureMeta(ctx, n.js)
+	if err != nil {
+		return err
+	}
+	root, err := readRoot(ctx, meta)
+	if err != nil {
+		return fmt.Errorf("ledger root: %w", err)
+	}
+	if !bytes.Equal(rootKey.Public().(ed25519.PublicKey), root.GetPublicKey()) {
+		return errors.New("the root key given is not this ledger's root")
+	}
+	sr := trust.Enroll(rootKey, &pb.Enrollment{GatewayId: gatewayID, PublicKey: pub, ListenAddr: addr,
+		EnrolledUnixNano: time.Now().UnixNano(), BoxPublicKey: box})
+	if err := publishEnrollment(ctx, n.js, gatewayID, sr); err != nil {
+		return fmt.Errorf("enroll %s: %w", gatewayID, err)
+	}
+	key, err := openSealedRoot(ctx, meta, rootKey)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // the ledger does not share its fingerprint key
+	}
+	if err != nil {
+		return err
+	}
+	return shareKey(ctx, n.js, key, gatewayID, box)
+}
+
+// The fingerprint key: every gateway of one ledger must use the same key,
+// or retries through different gateways would never match. The meta
+// stream records a keyed check value, so a gateway with another key
+// refuses to start, and (unless --no-share-fingerprint-key) the key
+// sealed to the root and to each enrolled gateway's box key: a NATS
+// reader sees only sealed boxes.
+
+// resolveKey picks the fingerprint key: flag or env (a hex key or an
+// env:/file: reference), else the data dir's key file, else the key the
+// ledger shares sealed to this gateway or to the root key, else a new one.
+// It then records the check value (and the sealed key, when sharing) or
+// verifies it against the ledger's.
+func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, id *identity, gatewayID string, lg *slog.Logger) (fingerprint.Key, error) {
+	meta, err := ensureMeta(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	var key fingerprint.Key
+	switch {
+	case o.FingerprintKey != "":
+		if key, err = parseKeyRef(o.FingerprintKey); err != nil {
+			return nil, fmt.Errorf("fingerprint key: %w", err)
+		}
+	case fileExists(filepath.Join(o.DataDir, fingerprint.KeyFile)) || o.NoShareKey:
+		if key, err = fingerprint.LoadOrCreateKey(o.DataDir); err != nil {
+			return nil, fmt.Errorf("fingerprint key: %w", err)
+		}
+	default:
+		if key, err = adoptSharedKey(ctx, meta, id, gatewayID); err == nil {
+			lg.Info("adopted the fingerprint key the ledger shares sealed")
+			if err := writeKeyFile(o.DataDir, key); err != nil {
+				return nil, err
+			}
+		} else if _, cerr := meta.GetLastMsgForSubject(ctx, keyCheckSubject); cerr == nil {
+			return nil, fmt.Errorf("the ledger has a fingerprint key but shares none this gateway can open (%v): enroll it with `portcullis enroll` (which seals the key to it), start it with --root-key, or give --fingerprint-key", err)
+		} else if key, err = fingerprint.LoadOrCreateKey(o.DataDir); err != nil {
+			return nil, fmt.Errorf("fingerprint key: %w", err)
+		}
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("portcullis key check v1"))
+	check := hex.EncodeToString(m.Sum(nil))
+	if _, err := js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0)); err == nil {
+		if !o.NoShareKey {
+			if err := shareKey(ctx, js, key, "", id.root.GetBoxPublicKey()); err != nil {
+				return nil, fmt.Errorf("share fingerprint key: %w", err)
+			}
+		}
+	} else {
+		got, err := meta.GetLastMsgForSubject(ctx, keyCheckSubject)
+		if err != nil {
+			return nil, fmt.Errorf("key check: %w", err)
+		}
+		if string(got.Data) != check {
+			return nil, errors.New("fingerprint key differs from the one this ledger was started with: give every gateway the same key (--fingerprint-key or PORTCULLIS_FINGERPRINT_KEY, or copy fingerprint.key)")
+		}
+	}
+	if !o.NoShareKey {
+		boxPub, _ := trust.BoxKeys(id.signKey)
+		if err := shareKey(ctx, js, key, gatewayID, boxPub[:]); err != nil {
+			return nil, fmt.Errorf("share fingerprint key: %w", err)
+		}
+	}
+	return key, nil
+}
+
+func parseKeyRef(s string) (fingerprint.Key, error) {
+	switch {
+	case strings.HasPrefix(s, "env:"):
+		v := os.Getenv(strings.TrimPrefix(s, "env:"))
+		if v == "" {
+			return nil, fmt.Errorf("environment variable %s is not set", strings.TrimPrefix(s, "env:"))
+		}
+		s = v
+	case strings.HasPrefix(s, "file:"):
+		b, err := os.ReadFile(strings.TrimPrefix(s, "file:"))
+		if err != nil {
+			return nil, err
+		}
+		s = string(b)
+	}
+	return fingerprint.ParseKey(s)
+}
+
+// adoptSharedKey opens the key sealed to this gateway, else the one
+// sealed to the root (when this gateway holds the root key).
+func adoptSharedKey(ctx context.Context, meta jetstream.Stream, id *identity, gatewayID string) (fingerprint.Key, error) {
+	boxPub, _ := trust.BoxKeys(id.signKey)
+	if m, err := meta.GetLastMsgForSubject(ctx, sealedKeySubject(gatewayID, boxPub[:])); err == nil {
+		return openSealed(m.Data, id.signKey)
+	}
+	if id.rootKey == nil {
+		return nil, errors.New("no key sealed to this gateway and no root key")
+	}
+	return openSealedRoot(ctx, meta, id.rootKey)
+}
+
+func openSealedRoot(ctx context.Context, meta jetstream.Stream, rootKey ed25519.PrivateKey) (fingerprint.Key, error) {
+	m, err := meta.GetLastMsgForSubject(ctx, sealedKeyRoot)
+	if err != nil {
+		return nil, err
+	}
+	return openSealed(m.Data, rootKey)
+}
+
+func openSealed(data []byte, priv ed25519.PrivateKey) (fingerprint.Key, error) {
+	sk := new(pb.SealedKey)
+	if err := proto.Unmarshal(data, sk); err != nil {
+		return nil, fmt.Errorf("%w: sealed key: %v", trust.ErrBadRecord, err)
+	}
+	b, err := trust.OpenKey(sk, priv)
+	if err != nil {
+		return nil, err
+	}
+	return fingerprint.ParseKey(hex.EncodeToString(b))
+}
+
+func sealedKeySubject(gatewayID string, box []byte) string {
+	if gatewayID == "" {
+		return sealedKeyRoot
+	}
+	sum := sha256.Sum256(box)
+	return sealedKeyPfx + gatewayID + "." + hex.EncodeToString(sum[:8])
+}
+
+// shareKey stores the key sealed to one box key (gatewayID "": the root's).
+func shareKey(ctx context.Context, js jetstream.JetStream, key fingerprint.Key, gatewayID string, box []byte) error {
+	sk, err := trust.SealKey(key, box)
+	if err != nil {
+		return err
+	}
+	b, err := proto.Marshal(sk)
+	if err != nil {
+		return err
+	}
+	_, err = js.Publish(ctx, sealedKeySubject(gatewayID, box), b, jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return nil // already shared with this key
+	}
+	return err
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func writeKeyFile(dir string, key fingerprint.Key) error {
+	p := filepath.Join(dir, fingerprint.KeyFile)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("fingerprint key: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(hex.EncodeToString(key) + "\n"); err != nil {
+		return fmt.Errorf("fingerprint key: %w", err)
+	}
+	return f.Sync()
+}
+
+// LedgerKeys reads the root record and every enrollment it signed, for
+// offline verification: gateway id → enrolled public keys. Forged
+// enrollment records are skipped and counted.
+func LedgerKeys(ctx context.Context, js jetstream.JetStream) (ed25519.PublicKey, map[string][]ed25519.PublicKey, int, error) {
+	meta, err := js.Stream(ctx, metaStream)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	root, err := readRoot(ctx, meta)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("ledger root: %w", err)
+	}
+	recs, err := readRecords(ctx, meta, EnrollSubjectPfx+">")
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	kr := trust.NewKeyring(root.GetPublicKey(), nil)
+	for _, sr := range recs {
+		_, _ = kr.Add(sr)
+	}
+	return root.GetPublicKey(), kr.All(), int(kr.Rejected()), nil
+}
