@@ -28,6 +28,7 @@ import (
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/mcp"
@@ -49,8 +50,14 @@ type Options struct {
 	DataDir    string
 	Listen     string // HOST:PORT of the API ("127.0.0.1:0" picks a port)
 	ConfigPath string
-	// NatsURL joins an existing NATS/JetStream instead of embedding one.
-	NatsURL string
+	// NatsURL joins an existing NATS/JetStream instead of embedding one
+	// (comma-separated seed URLs); see nats.go for the NATS options below.
+	NatsURL        string
+	NatsCreds      string // credential file: nkey seed or user .creds (default: the role's file in DataDir/nats)
+	NatsTLSCA      string
+	NatsTLSCert    string
+	NatsTLSKey     string
+	NatsMonitorURL string // servers' monitoring URLs, to check they fsync every write
 	// NatsListen is the embedded server's client address, so other
 	// gateways can join with --nats-url ("127.0.0.1:-1" picks a port).
 	NatsListen string
@@ -134,10 +141,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			g.Close(context.Background())
 		}
 	}()
-	if g.nats, err = openNATS(o, g.log); err != nil {
+	if g.nats, err = openNATS(o, g.log, natsauth.Gateway); err != nil {
 		return nil, err
 	}
 	g.NatsURL = g.nats.url
+	replicas := g.nats.replicas(o)
+	if err := g.nats.ensureStreams(ctx, replicas, g.log); err != nil {
+		return nil, err
+	}
 	key, err := resolveKey(ctx, g.nats.js, o, g.log)
 	if err != nil {
 		return nil, err
@@ -145,13 +156,6 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	signKey, err := resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
 	if err != nil {
 		return nil, err
-	}
-	replicas := o.Replicas
-	if replicas == 0 {
-		replicas = 1
-		if g.nats.conn.ConnectedClusterName() != "" {
-			replicas = 3
-		}
 	}
 	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
 	if err != nil {

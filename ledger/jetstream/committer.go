@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,21 +19,43 @@ import (
 
 // Limits of the group committer.
 const (
-	maxBatchMsgs       = 1000             // the server's atomic batch limit
-	defaultInflight    = 2                // batches awaiting acknowledgement at once
-	maxInflight        = 32               // below the server's 50 per stream
-	queueLen           = 8192             // decisions waiting for a batch
-	maxCarry           = 4096             // decisions a worker holds back for the next batch
-	ackWaitMax         = 10 * time.Second // wait for a batch acknowledgement
-	transientRetries   = 5                // retries of a batch the server could not take (nothing landed)
-	transientBackoffer = 2 * time.Millisecond
-	pipelineMax        = 8 // single-message decisions sent as plain publishes rather than one atomic batch
+	maxBatchMsgs    = 1000 // the server's atomic batch limit
+	defaultInflight = 2    // batches awaiting acknowledgement at once
+	maxInflight     = 32   // below the server's 50 per stream
+	queueLen        = 8192 // decisions waiting for a batch
+	maxCarry        = 4096 // decisions a worker holds back for the next batch
+	pipelineMax     = 8    // single-message decisions sent as plain publishes rather than one atomic batch
+
+	// ElectionTimeoutMax mirrors nats-server's default maximum raft
+	// election timeout (maxElectionTimeoutDefault, 9 s; the minimum is 4 s):
+	// after a stream leader dies, a new one answers within about this long.
+	ElectionTimeoutMax = 9 * time.Second
+	// AckWaitMax bounds the wait for one acknowledgement: one election plus
+	// slack, so a write sent while the leader moves is answered by the new
+	// leader instead of being given up as unknown.
+	AckWaitMax = ElectionTimeoutMax + 4*ackAttemptWait
+	// ackAttemptWait is one try of a single-message publish. It carries a
+	// Nats-Msg-Id, so after a silent try it is sent again (the stream's
+	// duplicate window answers with the first copy's sequence if that one
+	// landed) until AckWaitMax passed: a publish lost with a dead leader is
+	// resent as soon as the new leader is elected.
+	ackAttemptWait = time.Second
+
+	// Transient refusals (nothing landed: a previous write on the subject
+	// still replicating, 10164; no leader, 10008/503; too many batches in
+	// flight) are retried after a jittered backoff growing from
+	// transientBackoffFirst to transientBackoffMax, transientRetries times.
+	transientRetries      = 8
+	transientBackoffFirst = 2 * time.Millisecond
+	transientBackoffMax   = 250 * time.Millisecond
 )
 
 // JetStream error codes the committer understands.
 const (
+	errCodeClusterNotAvail      = 10008 // JetStream temporarily unavailable (no leader)
 	errCodeWrongLastSeq         = 10071
-	errCodeWrongLastSeqConstant = 10164
+	errCodeStreamOffline        = 10118
+	errCodeWrongLastSeqConstant = 10164 // the subject's previous write is still being replicated
 	errCodeBatchIncomplete      = 10176
 	errCodeBatchTooManyInflight = 10210
 )
@@ -319,7 +342,12 @@ func (c *committer) commit(batch []*decision, attempt int) {
 			}
 			d.finish(seqs, nil)
 		}
-	case errors.As(err, &je) && je.conflict():
+	case errors.As(err, &je) && je.transient() && attempt < transientRetries:
+		time.Sleep(transientBackoff(attempt))
+		c.commit(batch, attempt+1)
+	case errors.As(err, &je) && (je.conflict() || je.ErrCode == errCodeWrongLastSeqConstant):
+		// 10164 that outlived its retries: treated as a conflict, so the
+		// decision reads the subject again and decides again.
 		if len(batch) == 1 {
 			m := batch[0].msgs[0]
 			batch[0].finish(nil, &ledger.ConflictError{Subject: m.checked(), Expected: m.expected, ActualSeq: je.actualSeq()})
@@ -328,9 +356,6 @@ func (c *committer) commit(batch []*decision, attempt int) {
 		half := len(batch) / 2
 		c.commit(batch[:half], 0)
 		c.commit(batch[half:], 0)
-	case errors.As(err, &je) && je.transient() && attempt < transientRetries:
-		time.Sleep(transientBackoffer << attempt)
-		c.commit(batch, attempt+1)
 	case errors.As(err, &je):
 		// The server refused the batch: nothing landed.
 		for _, d := range batch {
@@ -342,6 +367,13 @@ func (c *committer) commit(batch []*decision, attempt int) {
 			d.finish(nil, fmt.Errorf("%w: %v", ledger.ErrAppendUnknown, err))
 		}
 	}
+}
+
+// transientBackoff is the wait before retry attempt+1: exponential with
+// full jitter in its upper half, capped.
+func transientBackoff(attempt int) time.Duration {
+	d := min(transientBackoffFirst<<attempt, transientBackoffMax)
+	return d/2 + rand.N(d/2+1)
 }
 
 func singleMessages(batch []*decision) bool {
@@ -358,11 +390,22 @@ func singleMessages(batch []*decision) bool {
 func (c *committer) publish(msgs []outMsg) (uint64, error) {
 	if len(msgs) == 1 {
 		m := msgs[0]
-		resp, err := c.nc.RequestMsg(&nats.Msg{Subject: m.subject, Data: m.data, Header: m.header()}, ackWaitMax)
-		if err != nil {
-			return 0, err
+		h := m.header()
+		h["Nats-Msg-Id"] = []string{nuid.Next()}
+		nm := &nats.Msg{Subject: m.subject, Data: m.data, Header: h}
+		deadline := time.Now().Add(AckWaitMax)
+		for {
+			resp, err := c.nc.RequestMsg(nm, ackAttemptWait)
+			if err == nil {
+				return parseAck(resp.Data)
+			}
+			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+				return 0, err
+			}
+			if errors.Is(err, nats.ErrNoResponders) {
+				time.Sleep(transientBackoffMax) // no stream leader yet
+			}
 		}
-		return parseAck(resp.Data)
 	}
 	id := nuid.Next()
 	for i, m := range msgs {
@@ -377,7 +420,7 @@ func (c *committer) publish(msgs []outMsg) (uint64, error) {
 			continue
 		}
 		h["Nats-Batch-Commit"] = []string{"1"}
-		resp, err := c.nc.RequestMsg(nm, ackWaitMax)
+		resp, err := c.nc.RequestMsg(nm, AckWaitMax)
 		if err != nil {
 			return 0, err
 		}
@@ -410,12 +453,16 @@ func (e *apiError) Error() string {
 }
 
 func (e *apiError) conflict() bool {
-	return e.ErrCode == errCodeWrongLastSeq || e.ErrCode == errCodeWrongLastSeqConstant
+	return e.ErrCode == errCodeWrongLastSeq
 }
 
 // transient: the server took nothing and may take the same batch later.
 func (e *apiError) transient() bool {
-	return e.ErrCode == errCodeBatchIncomplete || e.ErrCode == errCodeBatchTooManyInflight || e.Code == 503
+	switch e.ErrCode {
+	case errCodeBatchIncomplete, errCodeBatchTooManyInflight, errCodeWrongLastSeqConstant, errCodeClusterNotAvail, errCodeStreamOffline:
+		return true
+	}
+	return e.Code == 503
 }
 
 func (e *apiError) actualSeq() uint64 {

@@ -43,7 +43,7 @@ func Open(ctx context.Context, nc *nats.Conn, spec StreamSpec, opt Options) (*Lo
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s, err := EnsureStream(ctx, js, spec)
+	s, err := EnsureConfig(ctx, js, spec.Config(), opt.Logger)
 	if err != nil {
 		return nil, err
 	}
