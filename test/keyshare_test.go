@@ -20,15 +20,20 @@ func TestJoiningGatewayAdoptsSharedKey(t *testing.T) {
 	n := 0
 	opts := func(natsURL, key string) server.Options {
 		n++
-		return server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
+		o := server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
 			NatsListen: "127.0.0.1:-1", FingerprintKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			GatewayID: fmt.Sprintf("gw-%d", n)}
+		if natsURL != "" {
+			o.NatsCreds = credsFor(t, natsURL)
+		}
+		return o
 	}
 	g1, err := server.Start(ctx, opts("", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g1.Close(ctx)
+	registerCreds(g1)
 	g2, err := server.Start(ctx, opts(g1.NatsURL, ""))
 	if err != nil {
 		t.Fatal(err)
