@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -88,6 +89,9 @@ func openNATS(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, error)
 		}
 		urls := seedURLs(o.NatsURL)
 		nc, err := nats.Connect(strings.Join(urls, ","), opts...)
+		if errors.Is(err, nats.ErrNoServers) {
+			err = fmt.Errorf("%w (%w)", err, dialCause(urls))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("nats %s: %w", strings.Join(urls, ","), err)
 		}
@@ -182,6 +186,29 @@ func (n *natsConn) connectEmbedded(role natsauth.Role, lg *slog.Logger) (*nats.C
 		return nil, fmt.Errorf("connect embedded nats as %s: %w", role, err)
 	}
 	return nc, nil
+}
+
+// dialCause says why no seed URL took a connection (nats.go reports only
+// that none did): the first URL's dial error.
+func dialCause(urls []string) error {
+	var errs []error
+	for _, raw := range urls {
+		host := raw
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		if _, _, err := net.SplitHostPort(host); err != nil {
+			host = net.JoinHostPort(host, strconv.Itoa(defaultNATSPort))
+		}
+		c, err := net.DialTimeout("tcp", host, natsConnectWait)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", raw, err))
+			continue
+		}
+		c.Close()
+		errs = append(errs, fmt.Errorf("%s: reachable, but not a NATS server that took the connection", raw))
+	}
+	return errors.Join(errs...)
 }
 
 // seedURLs splits --nats-url's comma-separated list.
