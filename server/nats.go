@@ -595,6 +595,14 @@ func openForToolAs(o Options, role natsauth.Role) (*natsConn, *slog.Logger, erro
 	return n, lg, err
 }
 
+// NatsServer is the name of the NATS server the gateway is connected to now.
+func (g *Gateway) NatsServer() string {
+	if g.nats == nil || g.nats.conn == nil {
+		return ""
+	}
+	return g.nats.conn.ConnectedServerName()
+}
+
 // CredsFile is the credential file of role for this gateway's embedded
 // NATS server ("" when the gateway joined another NATS).
 func (g *Gateway) CredsFile(role natsauth.Role) string {

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -149,12 +150,18 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err := g.nats.ensureStreams(ctx, replicas, g.log); err != nil {
 		return nil, err
 	}
-	key, err := resolveKey(ctx, g.nats.js, o, g.log)
-	if err != nil {
+	var key fingerprint.Key
+	if err := ljs.Retry(ctx, g.log, "fingerprint key", func(ctx context.Context) (err error) {
+		key, err = resolveKey(ctx, g.nats.js, o, g.log)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	signKey, err := resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
-	if err != nil {
+	var signKey ed25519.PrivateKey
+	if err := ljs.Retry(ctx, g.log, "gateway key", func(ctx context.Context) (err error) {
+		signKey, err = resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})

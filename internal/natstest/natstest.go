@@ -103,7 +103,7 @@ type ClusterOptions struct {
 
 // StartCluster starts n nodes named n0…n(n-1), each with a client port,
 // a route port and a monitoring port, and waits for a JetStream meta
-// leader.
+// leader. With n == 1 the node runs alone (no cluster block).
 func StartCluster(t testing.TB, n int, co ClusterOptions) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, CredsDir: t.TempDir()}
@@ -119,9 +119,11 @@ func StartCluster(t testing.TB, n int, co ClusterOptions) *Cluster {
 			o := &natsserver.Options{
 				ServerName: "n" + strconv.Itoa(i), Host: "127.0.0.1", Port: client[i], HTTPHost: "127.0.0.1", HTTPPort: monitor[i],
 				JetStream: true, StoreDir: store, NoSigs: true, SyncAlways: !co.NoSync, Nkeys: users,
-				Cluster: natsserver.ClusterOpts{Name: "pc", Host: "127.0.0.1", Port: route[i]},
 			}
-			o.Routes = natsserver.RoutesFromStr(strings.Join(routes, ","))
+			if n > 1 { // one node runs alone
+				o.Cluster = natsserver.ClusterOpts{Name: "pc", Host: "127.0.0.1", Port: route[i]}
+				o.Routes = natsserver.RoutesFromStr(strings.Join(routes, ","))
+			}
 			return o
 		})
 		c.servers = append(c.servers, nil)
