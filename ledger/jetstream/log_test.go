@@ -258,3 +258,41 @@ func TestFollowingMessagesShareOneCondition(t *testing.T) {
 		t.Fatal("a following message without a leader was accepted")
 	}
 }
+
+// A previous write still replicating (10164), no leader (10008, 503) and a
+// full batch pipeline are answers that change on their own: retried with a
+// bounded backoff, never read as a lost compare-and-set. Only 10071 is one.
+func TestTransientAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		e                   apiError
+		transient, conflict bool
+	}{
+		{apiError{Code: 400, ErrCode: errCodeWrongLastSeq}, false, true},
+		{apiError{Code: 400, ErrCode: errCodeWrongLastSeqConstant}, true, false},
+		{apiError{Code: 503, ErrCode: errCodeClusterNotAvail}, true, false},
+		{apiError{Code: 429, ErrCode: errCodeBatchTooManyInflight}, true, false},
+		{apiError{Code: 500, ErrCode: errCodeStreamOffline}, true, false},
+		{apiError{Code: 400, ErrCode: 10003}, false, false},
+	} {
+		if got := tc.e.transient(); got != tc.transient {
+			t.Errorf("%v transient = %v", &tc.e, got)
+		}
+		if got := tc.e.conflict(); got != tc.conflict {
+			t.Errorf("%v conflict = %v", &tc.e, got)
+		}
+		if got := Transient(&tc.e); got != tc.transient {
+			t.Errorf("Transient(%v) = %v", &tc.e, got)
+		}
+	}
+	var total time.Duration
+	for a := range transientRetries {
+		d := transientBackoff(a)
+		if d > transientBackoffMax || d < transientBackoffFirst/2 {
+			t.Fatalf("backoff %d = %v, want within [%v, %v]", a, d, transientBackoffFirst/2, transientBackoffMax)
+		}
+		total += d
+	}
+	if total > time.Duration(transientRetries)*transientBackoffMax {
+		t.Fatalf("total backoff %v unbounded", total)
+	}
+}

@@ -53,8 +53,15 @@ func (spec StreamSpec) Config() jetstream.StreamConfig {
 		AllowAtomicPublish: true,
 		MaxMsgSize:         MaxMsgBytes,
 		Discard:            jetstream.DiscardNew,
+		Duplicates:         DuplicateWindow,
 	}
 }
+
+// DuplicateWindow is how long a stream remembers a message id: longer than
+// AckWaitMax, so a publish resent after a silent attempt is recognised,
+// and short enough that the server's id table stays small under load
+// (the default is 2 minutes).
+const DuplicateWindow = 30 * time.Second
 
 // EnsureStream makes sure the stream exists with spec's configuration.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) (jetstream.Stream, error) {
@@ -101,6 +108,7 @@ func covers(have, want jetstream.StreamConfig) bool {
 		have.AllowDirect == want.AllowDirect && have.AllowAtomicPublish == want.AllowAtomicPublish &&
 		(want.MaxMsgSize == 0 || have.MaxMsgSize == want.MaxMsgSize) && have.Discard == want.Discard &&
 		have.DiscardNewPerSubject == want.DiscardNewPerSubject && have.MaxAge == want.MaxAge &&
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
 		(want.MaxMsgsPerSubject == 0 || have.MaxMsgsPerSubject == want.MaxMsgsPerSubject)
 }
 
