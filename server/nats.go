@@ -67,9 +67,9 @@ type natsConn struct {
 	role     natsauth.Role
 }
 
-// ledgerStreams names every stream of the ledger, for the users'
+// NATSStreams names every stream of the ledger, for the users'
 // permissions on the embedded server. A new stream must be added here.
-func ledgerStreams() natsauth.Streams {
+func NATSStreams() natsauth.Streams {
 	return natsauth.Streams{
 		All:    []string{ledger.ExecutionsStream, keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream},
 		Budget: keeper.Stream,
@@ -112,7 +112,7 @@ func openNATS(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, error)
 		if err := natsauth.EnsureFiles(o.DataDir); err != nil {
 			return nil, err
 		}
-		users, err := natsauth.Users(o.DataDir, ledgerStreams())
+		users, err := natsauth.Users(o.DataDir, NATSStreams())
 		if err != nil {
 			return nil, err
 		}
