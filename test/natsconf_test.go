@@ -1,6 +1,8 @@
 package test
 
 import (
+	"bytes"
+	"os"
 	"testing"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -15,6 +17,11 @@ func TestExampleNATSServerConfig(t *testing.T) {
 	opts, err := natsserver.ProcessConfigFile("../examples/nats-server.conf")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The README shows the same file.
+	conf, readme := must(os.ReadFile("../examples/nats-server.conf")), must(os.ReadFile("../README.md"))
+	if !bytes.Contains(readme, append(append([]byte("```hcl\n"), conf...), "```"...)) {
+		t.Fatal("README.md does not show examples/nats-server.conf as it is")
 	}
 	if !opts.SyncAlways || !opts.JetStream {
 		t.Fatalf("example config: jetstream %v, sync always %v", opts.JetStream, opts.SyncAlways)
