@@ -3,10 +3,12 @@ package test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,6 +98,43 @@ func TestClusterReplicasAndFailover(t *testing.T) {
 		if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
 			t.Fatalf("stream %s: %d replicas configured, cluster %+v; want 3", name, info.Config.Replicas, info.Cluster)
 		}
+	}
+
+	// Two gateways race one intent on the cluster (compare-and-set on a
+	// replicated subject; a subject whose previous write is still being
+	// replicated answers 10164, which backs off): one execution, no errors.
+	o2 := clusterOptions(t, c, "gw-c2", io.Discard)
+	g2, err := server.Start(ctx, o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g2.Close(context.Background()) })
+	a := args(t, map[string]any{"amount": 1200, "race": true})
+	var news, attached atomic.Int32
+	var wg sync.WaitGroup
+	startRace := make(chan struct{})
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-startRace
+			res, err := client([]*server.Gateway{g, g2}[i%2]).Begin(ctx, beginReq("create_payment", a, "", fmt.Sprint(i)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			switch res.Msg.GetDecision() {
+			case pb.Decision_DECISION_NEW:
+				news.Add(1)
+			case pb.Decision_DECISION_ATTACHED:
+				attached.Add(1)
+			}
+		}()
+	}
+	close(startRace)
+	wg.Wait()
+	if news.Load() != 1 || attached.Load() != 63 {
+		t.Fatalf("race on the cluster: %d NEW, %d ATTACHED; want 1, 63", news.Load(), attached.Load())
 	}
 
 	begin := func(n string) error {
