@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go/jetstream"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
@@ -245,4 +246,74 @@ func TestGatewayRefusesClusterWithoutFsync(t *testing.T) {
 		t.Fatalf("with --unsafe-no-fsync: %v", err)
 	}
 	g.Close(context.Background())
+}
+
+// Stopping the executions stream's leader node: decisions go on through
+// the new leader with nothing failing. (An in-process node shuts down
+// gracefully and hands its leadership over; a SIGKILLed leader, where an
+// append in flight is resent with its message id until the election is
+// over, needs server processes: see docs/nats.md.)
+func TestClusterStreamLeaderStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster")
+	}
+	c := natstest.StartCluster(t, 3, natstest.ClusterOptions{})
+	ensureClusterStreams(t, c)
+	ctx := context.Background()
+	admin := natstest.Connect(t, c.URLs(), c.CredsDir, natsauth.Admin)
+	js, _ := jetstream.New(admin)
+	s, err := js.Stream(ctx, "PORTCULLIS_EXECUTIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := s.CachedInfo().Cluster.Leader
+	// Connect the gateway to a node that does not lead the stream.
+	o := clusterOptions(t, c, "gw-l", io.Discard)
+	for i := range 3 {
+		if c.Server(i).Name() != leader {
+			o.NatsURL = c.URL(i)
+			break
+		}
+	}
+	g, err := server.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	ids := make([]string, 4)
+	for i := range ids {
+		res, err := client(g).Begin(ctx, beginReq("create_payment", args(t, map[string]any{"n": i}), fmt.Sprint("op-l", i), fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = res.Msg.GetExecution().GetExecutionId()
+	}
+	for i := range 3 {
+		if c.Server(i) != nil && c.Server(i).Name() == leader {
+			c.Stop(i)
+		}
+	}
+	killed := time.Now()
+	if _, err := client(g).MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: ids[0]})); err != nil {
+		t.Fatalf("MarkDispatched across the leader change: %v", err)
+	}
+	t.Logf("MarkDispatched sent right after the stream leader stopped landed after %v", time.Since(killed).Round(10*time.Millisecond))
+	deadline := time.Now().Add(60 * time.Second)
+	var failures int
+	for {
+		_, err := client(g).Begin(ctx, beginReq("create_payment", args(t, map[string]any{"n": "after"}), "op-l-after", "a"))
+		if err == nil {
+			break
+		}
+		failures++
+		if time.Now().After(deadline) {
+			t.Fatalf("no Begin 60 s after the leader stopped: %v", err)
+		}
+	}
+	t.Logf("first Begin after the leader stopped succeeded %v after it (%d failed attempts)", time.Since(killed).Round(10*time.Millisecond), failures)
+	for _, id := range ids[1:] {
+		if _, err := client(g).MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id})); err != nil {
+			t.Fatalf("MarkDispatched after the new leader: %v", err)
+		}
+	}
 }

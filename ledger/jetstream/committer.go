@@ -394,10 +394,19 @@ func (c *committer) publish(msgs []outMsg) (uint64, error) {
 		h["Nats-Msg-Id"] = []string{nuid.Next()}
 		nm := &nats.Msg{Subject: m.subject, Data: m.data, Header: h}
 		deadline := time.Now().Add(AckWaitMax)
-		for {
+		for resent := false; ; resent = true {
 			resp, err := c.nc.RequestMsg(nm, ackAttemptWait)
 			if err == nil {
-				return parseAck(resp.Data)
+				seq, err := parseAck(resp.Data)
+				var je *apiError
+				if resent && errors.As(err, &je) && je.conflict() {
+					// The first copy may have landed: a clustered stream would
+					// have answered with its sequence (the id check comes
+					// before the condition there), a single server checks the
+					// condition first. Nobody can tell whose write moved it.
+					return 0, fmt.Errorf("%w: resent after an unanswered try, then %v", ledger.ErrAppendUnknown, je)
+				}
+				return seq, err
 			}
 			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
 				return 0, err

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
 	"github.com/portcullis-dev/portcullis/ledger"
 )
@@ -295,4 +300,71 @@ func TestTransientAnswers(t *testing.T) {
 	if total > time.Duration(transientRetries)*transientBackoffMax {
 		t.Fatalf("total backoff %v unbounded", total)
 	}
+}
+
+// A single-message append whose first try goes unanswered (no stream
+// leader took it) is sent again with the same Nats-Msg-Id. Here the first
+// copy landed after all: a clustered stream's duplicate window answers
+// with that copy's sequence (the append succeeds once); a single server
+// checks the condition before the id, so the append is reported unknown,
+// never as a lost race. Nothing is stored twice either way.
+func TestUnansweredAppendIsResent(t *testing.T) {
+	t.Run("cluster", func(t *testing.T) {
+		c := natstest.StartCluster(t, 3, natstest.ClusterOptions{})
+		seqs, err, stored := resendOnce(t, c.URLs(), c.CredsDir, 3)
+		if err != nil || len(seqs) != 1 || seqs[0] != 1 || stored != 1 {
+			t.Fatalf("append: seqs %v, err %v; stream holds %d; want seq 1, one message", seqs, err, stored)
+		}
+	})
+	t.Run("single server", func(t *testing.T) {
+		ns, dir := natstest.StartAuth(t)
+		_, err, stored := resendOnce(t, ns.ClientURL(), dir, 1)
+		if !errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, ledger.ErrConflict) || stored != 1 {
+			t.Fatalf("append: %v; stream holds %d; want unknown (not a conflict), one message", err, stored)
+		}
+	})
+}
+
+// resendOnce appends one message to late.x while a silent responder takes
+// the first try, creates the stream and stores that very message (as if
+// it had landed and its acknowledgement was lost).
+func resendOnce(t *testing.T, url, credsDir string, replicas int) ([]uint64, error, uint64) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, url, credsDir, natsauth.Admin)
+	l, err := Open(ctx, nc, testSpec, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	other := natstest.Connect(t, url, credsDir, natsauth.Admin)
+	js, _ := jetstream.New(other)
+	var tries atomic.Int32
+	sub, err := other.Subscribe("late.x", func(m *nats.Msg) {
+		if tries.Add(1) != 1 {
+			return
+		}
+		if _, err := js.CreateStream(ctx, StreamSpec{Name: "LATE", Subjects: []string{"late.>"}, Replicas: replicas}.Config()); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seqs, appendErr := l.Append(ctx, msg("late.x", 0))
+	_ = sub.Unsubscribe()
+	if tries.Load() < 3 { // the first try, the copy it stored, a resend
+		t.Fatalf("the silent responder saw %d messages, want the first try, its stored copy and a resend", tries.Load())
+	}
+	s, err := js.Stream(ctx, "LATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seqs, appendErr, s.CachedInfo().State.Msgs
 }
