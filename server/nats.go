@@ -481,7 +481,8 @@ func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, lg *slog
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("portcullis key check v1"))
 	check := hex.EncodeToString(m.Sum(nil))
-	if _, err := js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0)); err == nil {
+	_, perr := js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0))
+	if perr == nil {
 		if !o.NoShareKey {
 			if _, err := js.Publish(ctx, keySubject, []byte(hex.EncodeToString(key)), jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 				return nil, fmt.Errorf("share fingerprint key: %w", err)
@@ -490,6 +491,9 @@ func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, lg *slog
 		return key, nil
 	}
 	got, err := meta.GetLastMsgForSubject(ctx, keyCheckSubject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		err = perr // nothing recorded: the publish itself failed (no leader yet?)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("key check: %w", err)
 	}
@@ -565,10 +569,14 @@ func resolveSigningKey(ctx context.Context, js jetstream.JetStream, dataDir, id 
 	}
 	pub := hex.EncodeToString(key.Public().(ed25519.PublicKey))
 	subj := GatewayKeySubjectPfx + id
-	if _, err := js.Publish(ctx, subj, []byte(pub), jetstream.WithExpectLastSequencePerSubject(0)); err == nil {
+	_, perr := js.Publish(ctx, subj, []byte(pub), jetstream.WithExpectLastSequencePerSubject(0))
+	if perr == nil {
 		return key, nil
 	}
 	got, err := meta.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		err = perr // nothing recorded: the publish itself failed (no leader yet?)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gateway key record: %w", err)
 	}
@@ -592,7 +600,37 @@ func openForToolAs(o Options, role natsauth.Role) (*natsConn, *slog.Logger, erro
 		lg = slog.New(slog.DiscardHandler)
 	}
 	n, err := openNATS(o, lg, role)
-	return n, lg, err
+	if err != nil {
+		return nil, lg, err
+	}
+	if err := n.hasLedger(context.Background(), role); err != nil {
+		n.close()
+		return nil, lg, err
+	}
+	return n, lg, nil
+}
+
+// hasLedger fails, naming where it looked, when the NATS holds no ledger
+// (the stream the role reads first is missing), so a command on the wrong
+// URL or data dir never reports a clean empty ledger.
+func (n *natsConn) hasLedger(ctx context.Context, role natsauth.Role) error {
+	name := metaStream
+	if role == natsauth.Finance {
+		name = keeper.Stream
+	}
+	ctx, cancel := context.WithTimeout(ctx, ljs.SetupWaitMax)
+	defer cancel()
+	err := ljs.Retry(ctx, nil, "stream "+name, func(ctx context.Context) error {
+		_, err := n.js.Stream(ctx, name)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("no ledger on nats %s (no stream %s)", n.url, name)
+	}
+	if err != nil {
+		return fmt.Errorf("nats %s: stream %s: %w", n.url, name, err)
+	}
+	return nil
 }
 
 // NatsServer is the name of the NATS server the gateway is connected to now.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
+	"github.com/portcullis-dev/portcullis/internal/natstest"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
 )
@@ -213,6 +214,13 @@ func TestCommandsNameWhatTheyCannotReach(t *testing.T) {
 	}
 	if out := run("export", "--nats-url", "nats://127.0.0.1:1", "--out", filepath.Join(t.TempDir(), "x")); !strings.Contains(out, "nats nats://127.0.0.1:1") || !strings.Contains(out, "refused") {
 		t.Fatalf("export from nowhere: %s", out)
+	}
+	bare, bareCreds := natstest.StartAuth(t) // a NATS without a ledger
+	if out := run("export", "--nats-url", bare.ClientURL(), "--nats-creds", natsauth.Path(bareCreds, natsauth.Analyst), "--out", filepath.Join(t.TempDir(), "x")); !strings.Contains(out, "no ledger on nats "+bare.ClientURL()) {
+		t.Fatalf("export from a NATS without a ledger: %s", out)
+	}
+	if out := run("budget", "verify", "--nats-url", bare.ClientURL(), "--nats-creds", natsauth.Path(dataDir, natsauth.Finance)); !strings.Contains(out, "uthorization") {
+		t.Fatalf("budget verify with another server's credentials: %s", out)
 	}
 	empty := t.TempDir()
 	if out := run("audit", "verify", "--data-dir", empty); !strings.Contains(out, "no ledger in "+empty) {
