@@ -311,14 +311,14 @@ func TestTransientAnswers(t *testing.T) {
 func TestUnansweredAppendIsResent(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		c := natstest.StartCluster(t, 3, natstest.ClusterOptions{})
-		seqs, err, stored := resendOnce(t, c.URLs(), c.CredsDir, 3)
+		seqs, stored, err := resendOnce(t, c.URLs(), c.CredsDir, 3)
 		if err != nil || len(seqs) != 1 || seqs[0] != 1 || stored != 1 {
 			t.Fatalf("append: seqs %v, err %v; stream holds %d; want seq 1, one message", seqs, err, stored)
 		}
 	})
 	t.Run("single server", func(t *testing.T) {
 		ns, dir := natstest.StartAuth(t)
-		_, err, stored := resendOnce(t, ns.ClientURL(), dir, 1)
+		_, stored, err := resendOnce(t, ns.ClientURL(), dir, 1)
 		if !errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, ledger.ErrConflict) || stored != 1 {
 			t.Fatalf("append: %v; stream holds %d; want unknown (not a conflict), one message", err, stored)
 		}
@@ -328,7 +328,7 @@ func TestUnansweredAppendIsResent(t *testing.T) {
 // resendOnce appends one message to late.x while a silent responder takes
 // the first try, creates the stream and stores that very message (as if
 // it had landed and its acknowledgement was lost).
-func resendOnce(t *testing.T, url, credsDir string, replicas int) ([]uint64, error, uint64) {
+func resendOnce(t *testing.T, url, credsDir string, replicas int) (seqs []uint64, stored uint64, appendErr error) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, url, credsDir, natsauth.Admin)
 	l, err := Open(ctx, nc, testSpec, Options{})
@@ -357,7 +357,7 @@ func resendOnce(t *testing.T, url, credsDir string, replicas int) ([]uint64, err
 	if err := other.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	seqs, appendErr := l.Append(ctx, msg("late.x", 0))
+	seqs, appendErr = l.Append(ctx, msg("late.x", 0))
 	_ = sub.Unsubscribe()
 	if tries.Load() < 3 { // the first try, the copy it stored, a resend
 		t.Fatalf("the silent responder saw %d messages, want the first try, its stored copy and a resend", tries.Load())
@@ -366,5 +366,5 @@ func resendOnce(t *testing.T, url, credsDir string, replicas int) ([]uint64, err
 	if err != nil {
 		t.Fatal(err)
 	}
-	return seqs, appendErr, s.CachedInfo().State.Msgs
+	return seqs, s.CachedInfo().State.Msgs, appendErr
 }
