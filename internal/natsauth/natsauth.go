@@ -49,6 +49,9 @@ type Streams struct {
 	Budget string   // the one stream finance reads
 }
 
+// anyStream stands for every stream name in a JetStream API subject.
+const anyStream = "*"
+
 // Path is the credential file of role in dataDir.
 func Path(dataDir string, role Role) string {
 	return filepath.Join(dataDir, Dir, string(role)+FileExt)
@@ -73,26 +76,24 @@ func readSubjects(stream string) []string {
 }
 
 // Permissions is what role may do on the ledger's account; nil (admin)
-// means everything.
+// means everything. The account holds only the ledger's streams, so the
+// gateway and the analyst read any stream (a stream added later needs no
+// new permission, only the admin to create it); finance reads s.Budget.
 func Permissions(role Role, s Streams) *natsserver.Permissions {
-	read := func(streams ...string) []string {
-		out := []string{"$JS.API.INFO"}
-		for _, st := range streams {
-			out = append(out, readSubjects(st)...)
-		}
-		return out
+	read := func(stream string) []string {
+		return append([]string{"$JS.API.INFO"}, readSubjects(stream)...)
 	}
 	sub := &natsserver.SubjectPermission{Allow: []string{inboxSubjects}}
 	switch role {
 	case Gateway:
 		return &natsserver.Permissions{
-			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects}, read(s.All...)...)},
+			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects}, read(anyStream)...)},
 			Subscribe: sub,
 		}
 	case Finance:
 		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: read(s.Budget)}, Subscribe: sub}
 	case Analyst:
-		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: read(s.All...)}, Subscribe: sub}
+		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: read(anyStream)}, Subscribe: sub}
 	default:
 		return nil
 	}
