@@ -34,11 +34,13 @@ const (
 	// slack, so a write sent while the leader moves is answered by the new
 	// leader instead of being given up as unknown.
 	AckWaitMax = ElectionTimeoutMax + 4*ackAttemptWait
-	// ackAttemptWait is one try of a single-message publish. It carries a
-	// Nats-Msg-Id, so after a silent try it is sent again (the stream's
-	// duplicate window answers with the first copy's sequence if that one
-	// landed) until AckWaitMax passed: a publish lost with a dead leader is
-	// resent as soon as the new leader is elected.
+	// ackAttemptWait is one try of a single-message publish on a cluster.
+	// It carries a Nats-Msg-Id, so after a silent try it is sent again (a
+	// clustered stream's duplicate window answers with the first copy's
+	// sequence if that one landed) until the acknowledgement wait passed: a
+	// publish lost with a dead leader is resent as soon as the new leader
+	// is elected. A single server has no leader to lose, and checks the
+	// condition before the id, so there one try waits the whole time.
 	ackAttemptWait = time.Second
 
 	// Transient refusals (nothing landed: a previous write on the subject
@@ -117,6 +119,7 @@ type committer struct {
 	inflightMax int
 	queue       chan *decision
 	maxBatch    int
+	ackWait     time.Duration
 	known       knownSeqs
 	log         *slog.Logger
 
@@ -142,8 +145,12 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	ackWait := opt.AckWait
+	if ackWait <= 0 {
+		ackWait = AckWaitMax
+	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
 	}
 	c.wg.Add(1)
@@ -393,9 +400,13 @@ func (c *committer) publish(msgs []outMsg) (uint64, error) {
 		h := m.header()
 		h["Nats-Msg-Id"] = []string{nuid.Next()}
 		nm := &nats.Msg{Subject: m.subject, Data: m.data, Header: h}
-		deadline := time.Now().Add(AckWaitMax)
+		deadline := time.Now().Add(c.ackWait)
+		attemptWait := c.ackWait
+		if c.nc.ConnectedClusterName() != "" {
+			attemptWait = min(ackAttemptWait, c.ackWait)
+		}
 		for resent := false; ; resent = true {
-			resp, err := c.nc.RequestMsg(nm, ackAttemptWait)
+			resp, err := c.nc.RequestMsg(nm, attemptWait)
 			if err == nil {
 				seq, err := parseAck(resp.Data)
 				var je *apiError
@@ -429,7 +440,7 @@ func (c *committer) publish(msgs []outMsg) (uint64, error) {
 			continue
 		}
 		h["Nats-Batch-Commit"] = []string{"1"}
-		resp, err := c.nc.RequestMsg(nm, AckWaitMax)
+		resp, err := c.nc.RequestMsg(nm, c.ackWait)
 		if err != nil {
 			return 0, err
 		}

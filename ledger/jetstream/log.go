@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,7 +35,10 @@ type Options struct {
 	// MaxBatch is the most messages in one atomic batch (default and
 	// maximum 1000, the server's limit).
 	MaxBatch int
-	Logger   *slog.Logger
+	// AckWait bounds the wait for one append's acknowledgement (default
+	// AckWaitMax, which covers one leader election).
+	AckWait time.Duration
+	Logger  *slog.Logger
 }
 
 // Open ensures the stream and starts the group committer. Close stops it.

@@ -302,23 +302,23 @@ func TestTransientAnswers(t *testing.T) {
 	}
 }
 
-// A single-message append whose first try goes unanswered (no stream
-// leader took it) is sent again with the same Nats-Msg-Id. Here the first
-// copy landed after all: a clustered stream's duplicate window answers
-// with that copy's sequence (the append succeeds once); a single server
-// checks the condition before the id, so the append is reported unknown,
-// never as a lost race. Nothing is stored twice either way.
+// On a cluster, a single-message append whose first try goes unanswered
+// (no stream leader took it) is sent again with the same Nats-Msg-Id. Here
+// the first copy landed after all: the duplicate window answers with that
+// copy's sequence, and the append succeeds once. A single server is tried
+// once for the whole wait; its silence is an unknown outcome. Nothing is
+// stored twice either way.
 func TestUnansweredAppendIsResent(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		c := natstest.StartCluster(t, 3, natstest.ClusterOptions{})
-		seqs, stored, err := resendOnce(t, c.URLs(), c.CredsDir, 3)
+		seqs, stored, err := resendOnce(t, c.URLs(), c.CredsDir, 3, 3)
 		if err != nil || len(seqs) != 1 || seqs[0] != 1 || stored != 1 {
 			t.Fatalf("append: seqs %v, err %v; stream holds %d; want seq 1, one message", seqs, err, stored)
 		}
 	})
 	t.Run("single server", func(t *testing.T) {
 		ns, dir := natstest.StartAuth(t)
-		_, stored, err := resendOnce(t, ns.ClientURL(), dir, 1)
+		_, stored, err := resendOnce(t, ns.ClientURL(), dir, 1, 2)
 		if !errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, ledger.ErrConflict) || stored != 1 {
 			t.Fatalf("append: %v; stream holds %d; want unknown (not a conflict), one message", err, stored)
 		}
@@ -328,10 +328,10 @@ func TestUnansweredAppendIsResent(t *testing.T) {
 // resendOnce appends one message to late.x while a silent responder takes
 // the first try, creates the stream and stores that very message (as if
 // it had landed and its acknowledgement was lost).
-func resendOnce(t *testing.T, url, credsDir string, replicas int) (seqs []uint64, stored uint64, appendErr error) {
+func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32) (seqs []uint64, stored uint64, appendErr error) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, url, credsDir, natsauth.Admin)
-	l, err := Open(ctx, nc, testSpec, Options{})
+	l, err := Open(ctx, nc, testSpec, Options{AckWait: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,8 +359,10 @@ func resendOnce(t *testing.T, url, credsDir string, replicas int) (seqs []uint64
 	}
 	seqs, appendErr = l.Append(ctx, msg("late.x", 0))
 	_ = sub.Unsubscribe()
-	if tries.Load() < 3 { // the first try, the copy it stored, a resend
-		t.Fatalf("the silent responder saw %d messages, want the first try, its stored copy and a resend", tries.Load())
+	// The first try, the copy it stored, and on a cluster a resend (or
+	// more, on a slow machine).
+	if got := tries.Load(); got < wantMsgs || (replicas == 1 && got != wantMsgs) {
+		t.Fatalf("the silent responder saw %d messages, want %d", got, wantMsgs)
 	}
 	s, err := js.Stream(ctx, "LATE")
 	if err != nil {
