@@ -78,9 +78,14 @@ func NATSStreams() natsauth.Streams {
 
 // openNATS starts the embedded JetStream server in DIR/jetstream (fsync on
 // every write unless relaxed) or connects to o.NatsURL (comma-separated
-// seed URLs), as role. The embedded server requires authentication: its
+// seed URLs), as the gateway user. The embedded server requires authentication: its
 // users' nkeys are in DIR/nats (made on first start, see natsauth).
-func openNATS(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, error) {
+func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
+	return openNATSAs(o, lg, natsauth.Gateway)
+}
+
+// openNATSAs opens the ledger's NATS as role (see openNATS).
+func openNATSAs(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, error) {
 	n := &natsConn{role: role}
 	if o.NatsURL != "" {
 		opts, err := clientOptions(o, lg, role)
@@ -332,7 +337,7 @@ func EnsureStreams(ctx context.Context, o Options) (int, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	n, err := openNATS(o, lg, natsauth.Admin)
+	n, err := openNATSAs(o, lg, natsauth.Admin)
 	if err != nil {
 		return 0, err
 	}
@@ -450,7 +455,16 @@ func ensureMeta(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, 
 // else the key the ledger shares, else a new one (kept in the data dir).
 // It then records the check value (and the key, when sharing) or verifies
 // it against the ledger's.
-func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, lg *slog.Logger) (fingerprint.Key, error) {
+// A cluster without a leader yet is waited for (bounded; see ljs.Retry).
+func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, lg *slog.Logger) (key fingerprint.Key, err error) {
+	err = ljs.Retry(ctx, lg, "fingerprint key", func(ctx context.Context) (err error) {
+		key, err = resolveKeyOnce(ctx, js, o, lg)
+		return err
+	})
+	return key, err
+}
+
+func resolveKeyOnce(ctx context.Context, js jetstream.JetStream, o Options, lg *slog.Logger) (fingerprint.Key, error) {
 	meta, err := ensureMeta(ctx, js)
 	if err != nil {
 		return nil, err
@@ -533,7 +547,16 @@ const (
 
 var gatewayIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-func resolveSigningKey(ctx context.Context, js jetstream.JetStream, dataDir, id string) (ed25519.PrivateKey, error) {
+// A cluster without a leader yet is waited for (bounded; see ljs.Retry).
+func resolveSigningKey(ctx context.Context, js jetstream.JetStream, dataDir, id string) (key ed25519.PrivateKey, err error) {
+	err = ljs.Retry(ctx, nil, "gateway key", func(ctx context.Context) (err error) {
+		key, err = resolveSigningKeyOnce(ctx, js, dataDir, id)
+		return err
+	})
+	return key, err
+}
+
+func resolveSigningKeyOnce(ctx context.Context, js jetstream.JetStream, dataDir, id string) (ed25519.PrivateKey, error) {
 	if !gatewayIDPattern.MatchString(id) {
 		return nil, fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", id)
 	}
@@ -599,7 +622,7 @@ func openForToolAs(o Options, role natsauth.Role) (*natsConn, *slog.Logger, erro
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	n, err := openNATS(o, lg, role)
+	n, err := openNATSAs(o, lg, role)
 	if err != nil {
 		return nil, lg, err
 	}

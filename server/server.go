@@ -7,7 +7,6 @@ package server
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,7 +28,6 @@ import (
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	"github.com/portcullis-dev/portcullis/gateway"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
-	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/mcp"
@@ -142,7 +140,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			g.Close(context.Background())
 		}
 	}()
-	if g.nats, err = openNATS(o, g.log, natsauth.Gateway); err != nil {
+	if g.nats, err = openNATS(o, g.log); err != nil {
 		return nil, err
 	}
 	g.NatsURL = g.nats.url
@@ -150,18 +148,12 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err := g.nats.ensureStreams(ctx, replicas, g.log); err != nil {
 		return nil, err
 	}
-	var key fingerprint.Key
-	if err := ljs.Retry(ctx, g.log, "fingerprint key", func(ctx context.Context) (err error) {
-		key, err = resolveKey(ctx, g.nats.js, o, g.log)
-		return err
-	}); err != nil {
+	key, err := resolveKey(ctx, g.nats.js, o, g.log)
+	if err != nil {
 		return nil, err
 	}
-	var signKey ed25519.PrivateKey
-	if err := ljs.Retry(ctx, g.log, "gateway key", func(ctx context.Context) (err error) {
-		signKey, err = resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
-		return err
-	}); err != nil {
+	signKey, err := resolveSigningKey(ctx, g.nats.js, o.DataDir, id)
+	if err != nil {
 		return nil, err
 	}
 	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log})
