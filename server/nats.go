@@ -67,8 +67,9 @@ type natsConn struct {
 	role     natsauth.Role
 }
 
-// NATSStreams names every stream of the ledger, for the users'
-// permissions on the embedded server. A new stream must be added here.
+// NATSStreams names every stream of the ledger and the one finance reads,
+// for the users' permissions (the gateway and analyst read any stream of
+// the account; a new stream goes here and into streamConfigs).
 func NATSStreams() natsauth.Streams {
 	return natsauth.Streams{
 		All:    []string{ledger.ExecutionsStream, keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream},
@@ -78,8 +79,9 @@ func NATSStreams() natsauth.Streams {
 
 // openNATS starts the embedded JetStream server in DIR/jetstream (fsync on
 // every write unless relaxed) or connects to o.NatsURL (comma-separated
-// seed URLs), as the gateway user. The embedded server requires authentication: its
-// users' nkeys are in DIR/nats (made on first start, see natsauth).
+// seed URLs), as the gateway user. The embedded server requires
+// authentication: its users' nkeys are in DIR/nats (made on first start,
+// see natsauth).
 func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
 	return openNATSAs(o, lg, natsauth.Gateway)
 }
