@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,14 @@ func TestNATSUsersAndPermissions(t *testing.T) {
 	an, _ := connectAs(t, g, natsauth.Analyst)
 	if _, err := an.Stream(ctx, ledger.ExecutionsStream); err != nil {
 		t.Fatalf("analyst reads executions: %v", err)
+	}
+	names := an.StreamNames(ctx)
+	var listed []string
+	for n := range names.Name() {
+		listed = append(listed, n)
+	}
+	if names.Err() != nil || !slices.Contains(listed, "PORTCULLIS_META") {
+		t.Fatalf("analyst lists streams: %v, %v", listed, names.Err())
 	}
 	s := ledgerStream(t, g)
 	if n := streamCount(t, s); n != 0 {

@@ -48,7 +48,7 @@ func TestExampleNATSServerConfig(t *testing.T) {
 			"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.DELETE."+s, "$JS.API.STREAM.PURGE."+s,
 			"$JS.API.STREAM.MSG.DELETE."+s, "$JS.API.CONSUMER.DURABLE.CREATE."+s+".d1")
 	}
-	probes = append(probes, "$JS.API.INFO", "$JS.API.STREAM.CREATE.ROGUE", "pc.exec.x.y", "pc.meta.gateway.g1", "pc.budget.acme", "pc.audit.checkpoint.g1", "_INBOX.abc")
+	probes = append(probes, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.CREATE.ROGUE", "pc.exec.x.y", "pc.meta.gateway.g1", "pc.budget.acme", "pc.audit.checkpoint.g1", "_INBOX.abc")
 	for _, u := range opts.Nkeys {
 		role, ok := byKey[u.Nkey]
 		if !ok {

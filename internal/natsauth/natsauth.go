@@ -52,6 +52,10 @@ type Streams struct {
 // anyStream stands for every stream name in a JetStream API subject.
 const anyStream = "*"
 
+// listSubjects list the account's streams (names, infos), for the roles
+// that read every stream (`nats stream ls` works with their files).
+var listSubjects = []string{"$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST"}
+
 // Path is the credential file of role in dataDir.
 func Path(dataDir string, role Role) string {
 	return filepath.Join(dataDir, Dir, string(role)+FileExt)
@@ -87,13 +91,13 @@ func Permissions(role Role, s Streams) *natsserver.Permissions {
 	switch role {
 	case Gateway:
 		return &natsserver.Permissions{
-			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects}, read(anyStream)...)},
+			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects}, append(read(anyStream), listSubjects...)...)},
 			Subscribe: sub,
 		}
 	case Finance:
 		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: read(s.Budget)}, Subscribe: sub}
 	case Analyst:
-		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: read(anyStream)}, Subscribe: sub}
+		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: append(read(anyStream), listSubjects...)}, Subscribe: sub}
 	default:
 		return nil
 	}
