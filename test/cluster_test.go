@@ -17,6 +17,7 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
@@ -46,6 +47,27 @@ func clusterOptions(t testing.TB, c *natstest.Cluster, id string, logs io.Writer
 		NatsCreds: natsauth.Path(c.CredsDir, natsauth.Gateway), FingerprintKey: testKey, GatewayID: id,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	}
+}
+
+// clusterStream is the stream's info once it has a leader (bounded wait:
+// on a loaded machine a new replicated stream takes a moment).
+func clusterStream(t testing.TB, js jetstream.JetStream, name string) *jetstream.StreamInfo {
+	t.Helper()
+	var info *jetstream.StreamInfo
+	err := ljs.Retry(context.Background(), nil, "stream "+name, func(ctx context.Context) error {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		if info = s.CachedInfo(); info.Cluster == nil || info.Cluster.Leader == "" {
+			return context.DeadlineExceeded // no leader yet: try again
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	return info
 }
 
 func ensureClusterStreams(t testing.TB, c *natstest.Cluster) {
@@ -91,11 +113,7 @@ func TestClusterReplicasAndFailover(t *testing.T) {
 		if name == "TEST_EVENTS" {
 			continue
 		}
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatalf("stream %s: %v", name, err)
-		}
-		info := s.CachedInfo()
+		info := clusterStream(t, js, name)
 		if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
 			t.Fatalf("stream %s: %d replicas configured, cluster %+v; want 3", name, info.Config.Replicas, info.Cluster)
 		}
@@ -262,11 +280,7 @@ func TestClusterStreamLeaderStop(t *testing.T) {
 	ctx := context.Background()
 	admin := natstest.Connect(t, c.URLs(), c.CredsDir, natsauth.Admin)
 	js, _ := jetstream.New(admin)
-	s, err := js.Stream(ctx, "PORTCULLIS_EXECUTIONS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := s.CachedInfo().Cluster.Leader
+	leader := clusterStream(t, js, "PORTCULLIS_EXECUTIONS").Cluster.Leader
 	// Connect the gateway to a node that does not lead the stream.
 	o := clusterOptions(t, c, "gw-l", io.Discard)
 	for i := range 3 {
