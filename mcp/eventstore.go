@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 )
 
 // Response streams of stateful MCP sessions are kept in JetStream, so a
@@ -32,16 +33,21 @@ type EventStore struct {
 
 var _ sdk.EventStore = (*EventStore)(nil)
 
-// OpenEventStore ensures the stream (file storage, 24h retention).
-func OpenEventStore(ctx context.Context, js jetstream.JetStream, replicas int) (*EventStore, error) {
+// StreamsConfig is the response streams' stream: file storage, 24h retention.
+func StreamsConfig(replicas int) jetstream.StreamConfig {
 	if replicas <= 0 {
 		replicas = 1
 	}
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	return jetstream.StreamConfig{
 		Name: StreamsStream, Subjects: []string{streamsSubjects}, Storage: jetstream.FileStorage,
 		Description: "Portcullis: MCP response streams of stateful sessions, for resumption with Last-Event-ID (JSON-RPC messages, kept for a bounded age)",
 		Replicas:    replicas, MaxAge: streamsMaxAge, AllowDirect: true,
-	})
+	}
+}
+
+// OpenEventStore ensures the stream (see StreamsConfig).
+func OpenEventStore(ctx context.Context, js jetstream.JetStream, replicas int) (*EventStore, error) {
+	s, err := ljs.EnsureConfig(ctx, js, StreamsConfig(replicas), nil)
 	if err != nil {
 		return nil, fmt.Errorf("ensure %s: %w", StreamsStream, err)
 	}

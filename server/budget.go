@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
@@ -17,7 +18,7 @@ import (
 // the gateway on the same data dir must be stopped; use --nats-url (the
 // gateway writes its address to DATA_DIR/nats.url) to read a live one.
 func ReadBudget(ctx context.Context, o Options, deliver func(seq uint64, d *pb.BudgetDecision) error) error {
-	n, _, err := openForTool(o)
+	n, _, err := openForToolAs(o, natsauth.Finance)
 	if err != nil {
 		return err
 	}

@@ -1,23 +1,17 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/portcullis-dev/portcullis/ledger"
 )
 
 // ErrNoLedger: an operator command was pointed at no ledger, or at a place
 // that holds none. Commands never create an empty ledger to read.
 var ErrNoLedger = errors.New("no ledger")
 
-// locateWaitMax bounds the check that a NATS holds a ledger.
-const locateWaitMax = 10 * time.Second
 
 // checkSource says where the ledger is before anything is opened: a
 // --nats-url, or a --data-dir that already holds an embedded JetStream.
@@ -35,20 +29,3 @@ func (o Options) checkSource() error {
 	return nil
 }
 
-// checkStreams fails unless the executions stream exists.
-func checkStreams(ctx context.Context, js jetstream.JetStream, o Options) error {
-	ctx, cancel := context.WithTimeout(ctx, locateWaitMax)
-	defer cancel()
-	_, err := js.Stream(ctx, ledger.ExecutionsStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		where := o.NatsURL
-		if where == "" {
-			where = o.DataDir
-		}
-		return fmt.Errorf("%w at %s: stream %s does not exist", ErrNoLedger, where, ledger.ExecutionsStream)
-	}
-	if err != nil {
-		return fmt.Errorf("find the ledger: %w", err)
-	}
-	return nil
-}

@@ -2,18 +2,28 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
+	"github.com/portcullis-dev/portcullis/ledger"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/mcp"
 )
 
 const (
@@ -24,26 +34,89 @@ const (
 	defaultNATSPort = 4222
 )
 
+// Connection liveness and failover. A hung server is noticed after
+// NatsPingInterval × (NatsMaxPingsOut+1) ≈ 6 s (the client default is 2
+// minutes per ping); the client then tries the other seed URLs and the
+// servers the cluster announced, NatsReconnectWait apart plus up to
+// NatsReconnectJitter (NatsReconnectJitterTLS with TLS), forever.
+const (
+	NatsPingInterval        = 2 * time.Second
+	NatsMaxPingsOut         = 2
+	NatsReconnectWait       = 250 * time.Millisecond
+	NatsReconnectJitter     = 250 * time.Millisecond
+	NatsReconnectJitterTLS  = time.Second
+	natsConnectWait         = 2 * time.Second // one dial of one URL
+	natsReconnectBufferSize = 8 << 20         // bytes published while reconnecting
+	monitorWaitMax          = 5 * time.Second // reading a server's /varz
+)
+
 // natsConn is the connection to the ledger's NATS, and the embedded server
 // when there is one.
 type natsConn struct {
-	server *natsserver.Server
-	conn   *nats.Conn
-	js     jetstream.JetStream
-	url    string
+	server   *natsserver.Server
+	conn     *nats.Conn
+	js       jetstream.JetStream
+	url      string
+	credsDir string // the data dir holding the embedded server's credentials
+	role     natsauth.Role
+}
+
+// NATSStreams names every stream of the ledger and the one finance reads,
+// for the users' permissions (the gateway and analyst read any stream of
+// the account; a new stream goes here and into streamConfigs).
+func NATSStreams() natsauth.Streams {
+	return natsauth.Streams{
+		All:    []string{ledger.ExecutionsStream, keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream},
+		Budget: keeper.Stream,
+	}
 }
 
 // openNATS starts the embedded JetStream server in DIR/jetstream (fsync on
-// every write unless relaxed) or connects to o.NatsURL.
+// every write unless relaxed) or connects to o.NatsURL (comma-separated
+// seed URLs), as the gateway user. The embedded server requires
+// authentication: its users' nkeys are in DIR/nats (made on first start,
+// see natsauth).
 func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
-	n := &natsConn{}
+	return openNATSAs(o, lg, natsauth.Gateway)
+}
+
+// openNATSAs opens the ledger's NATS as role (see openNATS).
+func openNATSAs(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, error) {
+	n := &natsConn{role: role}
 	if o.NatsURL != "" {
-		nc, err := nats.Connect(o.NatsURL, nats.Name("portcullis"), nats.MaxReconnects(-1))
+		opts, err := clientOptions(o, lg, role)
 		if err != nil {
-			return nil, fmt.Errorf("connect %s: %w", o.NatsURL, err)
+			return nil, err
+		}
+		urls := seedURLs(o.NatsURL)
+		nc, err := nats.Connect(strings.Join(urls, ","), opts...)
+		if errors.Is(err, nats.ErrNoServers) {
+			err = fmt.Errorf("%w (%w)", err, dialCause(urls))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("nats %s: %w", strings.Join(urls, ","), err)
 		}
 		n.conn, n.url = nc, o.NatsURL
+		if role == natsauth.Gateway {
+			if err := checkSyncAlways(o, nc, lg); err != nil {
+				nc.Close()
+				return nil, err
+			}
+		}
 	} else {
+		if o.DataDir == "" {
+			return nil, errors.New("no ledger: give --data-dir (embedded server) or --nats-url")
+		}
+		if role != natsauth.Gateway && !fileExists(filepath.Join(o.DataDir, "jetstream")) {
+			return nil, fmt.Errorf("no ledger in %s (no jetstream directory; give the data dir of a gateway, or --nats-url)", o.DataDir)
+		}
+		if err := natsauth.EnsureFiles(o.DataDir); err != nil {
+			return nil, err
+		}
+		users, err := natsauth.Users(o.DataDir, NATSStreams())
+		if err != nil {
+			return nil, err
+		}
 		host, port := "127.0.0.1", defaultNATSPort
 		if o.NatsListen != "" {
 			h, p, err := net.SplitHostPort(o.NatsListen)
@@ -69,6 +142,7 @@ func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
 			NoSigs:     true,
 			MaxPayload: 8 << 20,
 			SyncAlways: !o.UnsafeNoFsync,
+			Nkeys:      users,
 		}
 		if o.UnsafeNoFsync {
 			lg.Warn("UNSAFE: JetStream fsync on every write is OFF (--unsafe-no-fsync); acknowledged appends can be lost on power loss")
@@ -82,13 +156,13 @@ func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
 			ns.Shutdown()
 			return nil, errors.New("embedded nats: not ready")
 		}
-		n.server = ns
+		n.server, n.credsDir = ns, o.DataDir
 		n.url = ns.ClientURL()
 		_ = os.WriteFile(filepath.Join(o.DataDir, "nats.url"), []byte(n.url+"\n"), 0o600)
-		nc, err := nats.Connect(n.url, nats.InProcessServer(ns), nats.Name("portcullis"), nats.MaxReconnects(-1))
+		nc, err := n.connectEmbedded(role, lg)
 		if err != nil {
 			ns.Shutdown()
-			return nil, fmt.Errorf("connect embedded nats: %w", err)
+			return nil, err
 		}
 		n.conn = nc
 	}
@@ -99,6 +173,229 @@ func openNATS(o Options, lg *slog.Logger) (*natsConn, error) {
 	}
 	n.js = js
 	return n, nil
+}
+
+// connectEmbedded opens an in-process connection to the embedded server as role.
+func (n *natsConn) connectEmbedded(role natsauth.Role, lg *slog.Logger) (*nats.Conn, error) {
+	auth, err := natsauth.ClientOption(natsauth.Path(n.credsDir, role))
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(n.url, nats.InProcessServer(n.server), nats.Name("portcullis-"+string(role)), nats.MaxReconnects(-1), auth,
+		nats.ErrorHandler(asyncErrorLogger(lg)))
+	if err != nil {
+		return nil, fmt.Errorf("connect embedded nats as %s: %w", role, err)
+	}
+	return nc, nil
+}
+
+// dialCause says why no seed URL took a connection (nats.go reports only
+// that none did): the first URL's dial error.
+func dialCause(urls []string) error {
+	var errs []error
+	for _, raw := range urls {
+		host := raw
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		if _, _, err := net.SplitHostPort(host); err != nil {
+			host = net.JoinHostPort(host, strconv.Itoa(defaultNATSPort))
+		}
+		c, err := net.DialTimeout("tcp", host, natsConnectWait)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", raw, err))
+			continue
+		}
+		c.Close()
+		errs = append(errs, fmt.Errorf("%s: reachable, but not a NATS server that took the connection", raw))
+	}
+	return errors.Join(errs...)
+}
+
+// seedURLs splits --nats-url's comma-separated list.
+func seedURLs(s string) []string {
+	var out []string
+	for u := range strings.SplitSeq(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// clientOptions are the options of a connection to an outside NATS:
+// credentials (--nats-creds, else the role's file in the data dir), TLS,
+// fast failover, and logged disconnects and reconnects.
+func clientOptions(o Options, lg *slog.Logger, role natsauth.Role) ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name("portcullis-" + string(role)),
+		nats.MaxReconnects(-1),
+		nats.PingInterval(NatsPingInterval),
+		nats.MaxPingsOutstanding(NatsMaxPingsOut),
+		nats.ReconnectWait(NatsReconnectWait),
+		nats.ReconnectJitter(NatsReconnectJitter, NatsReconnectJitterTLS),
+		nats.ReconnectBufSize(natsReconnectBufferSize),
+		nats.Timeout(natsConnectWait),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			lg.Warn("nats disconnected; reconnecting", "url", nc.ConnectedUrlRedacted(), "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			lg.Warn("nats reconnected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
+		}),
+		nats.ErrorHandler(asyncErrorLogger(lg)),
+	}
+	creds := o.NatsCreds
+	if creds == "" && o.DataDir != "" && natsauth.Has(o.DataDir, role) {
+		creds = natsauth.Path(o.DataDir, role)
+	}
+	if creds != "" {
+		auth, err := natsauth.ClientOption(creds)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, auth)
+	}
+	if o.NatsTLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.NatsTLSCA))
+	}
+	if o.NatsTLSCert != "" || o.NatsTLSKey != "" {
+		if o.NatsTLSCert == "" || o.NatsTLSKey == "" {
+			return nil, errors.New("--nats-tls-cert and --nats-tls-key go together")
+		}
+		opts = append(opts, nats.ClientCert(o.NatsTLSCert, o.NatsTLSKey))
+	}
+	return opts, nil
+}
+
+// asyncErrorLogger logs what the server refused asynchronously, such as a
+// permission violation (the refused request itself is never answered).
+func asyncErrorLogger(lg *slog.Logger) nats.ErrHandler {
+	return func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		lg.Warn("nats", "err", err)
+	}
+}
+
+// replicas is the replica count of every stream: the flag, else 1 on a
+// single server and 3 on a cluster.
+func (n *natsConn) replicas(o Options) int {
+	if o.Replicas > 0 {
+		return o.Replicas
+	}
+	if n.conn.ConnectedClusterName() != "" {
+		return 3
+	}
+	return 1
+}
+
+// streamConfigs are every stream of the ledger at the given replica count.
+func streamConfigs(replicas int) []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}.Config(),
+		ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}.Config(),
+		ljs.StreamSpec{Name: AuditStream, Description: streamDescriptions[AuditStream], Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}.Config(),
+		ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}.Config(),
+		mcp.StreamsConfig(replicas),
+		metaConfig(replicas),
+	}
+}
+
+// ensureStreams creates or updates every stream of the ledger (META
+// included) at the ledger's replica count. On the embedded server it does
+// so as the admin user; on an outside cluster with the connection's own
+// user, which must be admin unless the streams already match (a gateway's
+// user may not change streams: run `portcullis streams` as admin first).
+// A cluster without a leader yet is waited for (bounded; see ljs.Retry).
+func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Logger) error {
+	js := n.js
+	if n.server != nil && n.role != natsauth.Admin {
+		nc, err := n.connectEmbedded(natsauth.Admin, lg)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if js, err = jetstream.New(nc); err != nil {
+			return err
+		}
+	}
+	for _, cfg := range streamConfigs(replicas) {
+		if _, err := ljs.EnsureConfig(ctx, js, cfg, lg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureStreams creates or updates every stream of the ledger on
+// o.NatsURL with o's credentials (the admin user's), for `portcullis
+// streams`; it reports the replica count used.
+func EnsureStreams(ctx context.Context, o Options) (int, error) {
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	n, err := openNATSAs(o, lg, natsauth.Admin)
+	if err != nil {
+		return 0, err
+	}
+	defer n.close()
+	r := n.replicas(o)
+	return r, n.ensureStreams(ctx, r, lg)
+}
+
+// checkSyncAlways refuses a gateway on a cluster that does not fsync every
+// write, unless --unsafe-no-fsync. It reads jetstream.config.sync_always
+// from the servers' monitoring endpoint (--nats-monitor-url, comma-separated,
+// one per server); without one the setting cannot be read through a
+// client connection, and the gateway says so.
+func checkSyncAlways(o Options, nc *nats.Conn, lg *slog.Logger) error {
+	if o.NatsMonitorURL == "" {
+		lg.Warn("cannot check that the NATS servers fsync every write (jetstream sync_interval: always): no --nats-monitor-url given; make sure they do, or acknowledged writes can be lost on power loss",
+			"nats", nc.ConnectedUrlRedacted())
+		return nil
+	}
+	for _, u := range seedURLs(o.NatsMonitorURL) {
+		sync, server, err := readSyncAlways(u)
+		if err != nil {
+			return fmt.Errorf("nats monitor %s: %w", u, err)
+		}
+		if sync {
+			continue
+		}
+		if o.UnsafeNoFsync {
+			lg.Warn("UNSAFE: NATS server does not fsync every write; continuing because of --unsafe-no-fsync", "server", server, "monitor", u)
+			continue
+		}
+		return fmt.Errorf("nats server %s (%s) does not fsync every write (jetstream sync_interval is not \"always\"): acknowledged writes can be lost on power loss; set sync_interval: always, or start with --unsafe-no-fsync", server, u)
+	}
+	return nil
+}
+
+func readSyncAlways(monitorURL string) (bool, string, error) {
+	u := strings.TrimSuffix(monitorURL, "/") + "/varz"
+	c := http.Client{Timeout: monitorWaitMax}
+	resp, err := c.Get(u)
+	if err != nil {
+		return false, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, "", fmt.Errorf("GET /varz: %s", resp.Status)
+	}
+	var v struct {
+		Name      string `json:"server_name"`
+		JetStream struct {
+			Config *struct {
+				SyncAlways bool `json:"sync_always"`
+			} `json:"config"`
+		} `json:"jetstream"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
+		return false, "", fmt.Errorf("GET /varz: %w", err)
+	}
+	if v.JetStream.Config == nil {
+		return false, v.Name, errors.New("GET /varz: JetStream is not enabled on this server")
+	}
+	return v.JetStream.Config.SyncAlways, v.Name, nil
 }
 
 func (n *natsConn) close() {
@@ -117,22 +414,40 @@ func (n *natsConn) close() {
 // first write wins.
 const metaStream = "PORTCULLIS_META"
 
-func ensureMeta(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: metaStream, Subjects: []string{"pc.meta.>"}, Storage: jetstream.FileStorage,
-		Description: "Portcullis: ledger metadata, one value per subject (fingerprint key check, shared key, gateway signing keys)",
+// metaConfig is the meta stream: one record per subject, first write wins.
+func metaConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: metaStream, Subjects: []string{"pc.meta.>"}, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		Description: "Portcullis: ledger metadata, one value per subject (root record, enrollments, sealed fingerprint key, key check, MCP session owners)",
 		DenyDelete:  true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
 		Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+	}
+}
+
+// ensureMeta opens the meta stream, which ensureStreams created (waiting
+// out a cluster without a leader yet).
+func ensureMeta(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	var s jetstream.Stream
+	err := ljs.Retry(ctx, nil, "stream "+metaStream, func(ctx context.Context) error {
+		var err error
+		s, err = js.Stream(ctx, metaStream)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure %s: %w", metaStream, err)
+		return nil, fmt.Errorf("open %s: %w", metaStream, err)
 	}
 	return s, nil
 }
 
 // openForTool opens the ledger's NATS for an operator command (rebuild,
-// export, verify): quiet unless the options carry a logger.
+// export, verify, investigate, replay) as the analyst user, who reads every
+// stream and writes nothing: quiet unless the options carry a logger.
 func openForTool(o Options) (*natsConn, *slog.Logger, error) {
+	return openForToolAs(o, natsauth.Analyst)
+}
+
+// openForToolAs opens the ledger's NATS for an operator command as role.
+func openForToolAs(o Options, role natsauth.Role) (*natsConn, *slog.Logger, error) {
 	lg := o.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -140,13 +455,53 @@ func openForTool(o Options) (*natsConn, *slog.Logger, error) {
 	if err := o.checkSource(); err != nil {
 		return nil, nil, err
 	}
-	n, err := openNATS(o, lg)
+	n, err := openNATSAs(o, lg, role)
 	if err != nil {
-		return nil, nil, err
+		return nil, lg, err
 	}
-	if err := checkStreams(context.Background(), n.js, o); err != nil {
+	if err := n.hasLedger(context.Background(), role); err != nil {
 		n.close()
-		return nil, nil, err
+		return nil, lg, err
 	}
 	return n, lg, nil
+}
+
+// hasLedger fails, naming where it looked, when the NATS holds no ledger
+// (the stream the role reads first is missing), so a command on the wrong
+// URL or data dir never reports a clean empty ledger.
+func (n *natsConn) hasLedger(ctx context.Context, role natsauth.Role) error {
+	name := metaStream
+	if role == natsauth.Finance {
+		name = keeper.Stream
+	}
+	ctx, cancel := context.WithTimeout(ctx, ljs.SetupWaitMax)
+	defer cancel()
+	err := ljs.Retry(ctx, nil, "stream "+name, func(ctx context.Context) error {
+		_, err := n.js.Stream(ctx, name)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w on nats %s (no stream %s)", ErrNoLedger, n.url, name)
+	}
+	if err != nil {
+		return fmt.Errorf("nats %s: stream %s: %w", n.url, name, err)
+	}
+	return nil
+}
+
+// NatsServer is the name of the NATS server the gateway is connected to now.
+func (g *Gateway) NatsServer() string {
+	if g.nats == nil || g.nats.conn == nil {
+		return ""
+	}
+	return g.nats.conn.ConnectedServerName()
+}
+
+// CredsFile is the credential file of role for this gateway's embedded
+// NATS server ("" when the gateway joined another NATS).
+func (g *Gateway) CredsFile(role natsauth.Role) string {
+	if g.nats == nil || g.nats.server == nil {
+		return ""
+	}
+	return natsauth.Path(g.nats.credsDir, role)
 }

@@ -60,8 +60,14 @@ type Options struct {
 	DataDir    string
 	Listen     string // HOST:PORT of the API ("127.0.0.1:0" picks a port)
 	ConfigPath string
-	// NatsURL joins an existing NATS/JetStream instead of embedding one.
-	NatsURL string
+	// NatsURL joins an existing NATS/JetStream instead of embedding one
+	// (comma-separated seed URLs); see nats.go for the NATS options below.
+	NatsURL        string
+	NatsCreds      string // credential file: nkey seed or user .creds (default: the role's file in DataDir/nats)
+	NatsTLSCA      string
+	NatsTLSCert    string
+	NatsTLSKey     string
+	NatsMonitorURL string // servers' monitoring URLs, to check they fsync every write
 	// NatsListen is the embedded server's client address, so other
 	// gateways can join with --nats-url ("127.0.0.1:-1" picks a port).
 	NatsListen string
@@ -222,6 +228,10 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if !gatewayIDPattern.MatchString(id) {
 		return nil, fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", id)
 	}
+	replicas := g.nats.replicas(o)
+	if err := g.nats.ensureStreams(ctx, replicas, g.log); err != nil {
+		return nil, err
+	}
 	ident, err := openIdentity(ctx, g.nats.js, o, g.log)
 	if err != nil {
 		return nil, err
@@ -242,13 +252,6 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	signKey := ident.signKey
 	g.SignKey = signKey
-	replicas := o.Replicas
-	if replicas == 0 {
-		replicas = 1
-		if g.nats.conn.ConnectedClusterName() != "" {
-			replicas = 3
-		}
-	}
 	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream)})
 	if err != nil {
 		return nil, err

@@ -115,10 +115,10 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 	}
 	natsURL := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, "nats.url")))))
 	export := filepath.Join(t.TempDir(), "export")
-	if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--out", export).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--data-dir", dataDir, "--out", export).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
-	for _, src := range [][]string{{"--from", export}, {"--nats-url", natsURL}} {
+	for _, src := range [][]string{{"--from", export}, {"--nats-url", natsURL, "--data-dir", dataDir}} {
 		out, err := exec.Command(binary, append([]string{"audit", "verify"}, src...)...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "verified") || !strings.Contains(string(out), "14 events") {
 			t.Fatalf("verify %v of a clean ledger: %v\n%s", src, err, out)
@@ -129,7 +129,7 @@ func TestAuditVerifyDetectsTampering(t *testing.T) {
 	first := readLines(t, filepath.Join(export, ledger.ExecutionsStream+".jsonl"))[0]
 	_, id, _ := ledger.ParseExecutionSubject(first.Subject)
 	partial := filepath.Join(t.TempDir(), "partial")
-	if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--out", partial, "--subject", "pc.exec.*."+id).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--data-dir", dataDir, "--out", partial, "--subject", "pc.exec.*."+id).CombinedOutput(); err != nil {
 		t.Fatalf("partial export: %v\n%s", err, out)
 	}
 	if ls := readLines(t, filepath.Join(partial, ledger.ExecutionsStream+".jsonl")); len(ls) != 3 {
@@ -193,7 +193,7 @@ func TestAuditCheckpoints(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		os.RemoveAll(export)
-		if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--out", export).CombinedOutput(); err != nil {
+		if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--data-dir", dataDir, "--out", export).CombinedOutput(); err != nil {
 			t.Fatalf("export: %v\n%s", err, out)
 		}
 		var cps []audit.Line
@@ -281,7 +281,7 @@ func TestReplayOfExportEqualsLiveViews(t *testing.T) {
 	}
 	natsURL := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, "nats.url")))))
 	export := filepath.Join(t.TempDir(), "export")
-	if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--out", export).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "export", "--nats-url", natsURL, "--data-dir", dataDir, "--out", export).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
 	replayed := filepath.Join(t.TempDir(), "views")

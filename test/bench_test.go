@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
 )
@@ -92,6 +93,7 @@ func benchGateway(b *testing.B) *server.Gateway {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { g.Close(context.Background()) })
+	registerCreds(g)
 	return g
 }
 
@@ -110,11 +112,7 @@ func BenchmarkRawBatchAppend(b *testing.B) {
 	for _, size := range []int{1, 100, 500} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			g := benchGateway(b)
-			nc, err := nats.Connect(g.NatsURL)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
+			nc := natsConnect(b, g, natsauth.Admin)
 			js, _ := jetstream.New(nc)
 			if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
 				Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: true,
@@ -241,11 +239,7 @@ func BenchmarkSingleCASAppend(b *testing.B) {
 	for _, callers := range []int{4, 64, 256} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			g := benchGateway(b)
-			nc, err := nats.Connect(g.NatsURL)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
+			nc := natsConnect(b, g, natsauth.Admin)
 			js, _ := jetstream.New(nc)
 			if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
 				b.Fatal(err)

@@ -23,7 +23,7 @@ func BenchmarkReserve(b *testing.B) {
 			g1 := benchGateway(b)
 			g2, err := server.Start(context.Background(), server.Options{
 				DataDir: b.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(b), FingerprintKey: testKey,
-				NatsURL: g1.NatsURL, GatewayID: "gw-bench-2", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RootKey: g1.RootKeyPath,
+				NatsURL: g1.NatsURL, NatsCreds: credsFor(b, g1.NatsURL), GatewayID: "gw-bench-2", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RootKey: g1.RootKeyPath,
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/auth"
 	"github.com/portcullis-dev/portcullis/budget"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/projector"
@@ -30,11 +30,7 @@ func budgetClient(g *server.Gateway) portcullisv1connect.BudgetServiceClient {
 
 func budgetStream(t testing.TB, g *server.Gateway) jetstream.Stream {
 	t.Helper()
-	nc, err := nats.Connect(g.NatsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natsConnect(t, g, natsauth.Finance)
 	js, _ := jetstream.New(nc)
 	s, err := js.Stream(context.Background(), keeper.Stream)
 	if err != nil {
@@ -304,11 +300,7 @@ func TestBudgetVerifierFlagsStaleDecision(t *testing.T) {
 		GatewayId: "gw-rogue", Body: &pb.Event_BudgetChanged{BudgetChanged: keeper.ToProto(*stale.Event)}}
 	ledger.Seal(ev, last.GetHash())
 	data, _ := proto.Marshal(ev)
-	nc, err := nats.Connect(g.NatsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := natsConnect(t, g, natsauth.Gateway) // a rogue writer with stolen gateway credentials
 	js, _ := jetstream.New(nc)
 	if _, err := js.Publish(ctx, keeper.Subject("acme"), data); err != nil {
 		t.Fatal(err)

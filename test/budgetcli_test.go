@@ -47,7 +47,7 @@ func TestBudgetCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(show, "held      42000") || !strings.Contains(show, "op-A") {
 		t.Fatalf("show (exit %d):\n%s", code, show)
 	}
-	csvOut, code := run("budget", "export", "--nats-url", url, "--format", "csv")
+	csvOut, code := run("budget", "export", "--nats-url", url, "--data-dir", dataDir, "--format", "csv")
 	if code != 0 || strings.Count(csvOut, "\n") != 4 || !strings.Contains(csvOut, ",denied,op-B,") {
 		t.Fatalf("csv export (exit %d):\n%s", code, csvOut)
 	}
@@ -55,7 +55,7 @@ func TestBudgetCommands(t *testing.T) {
 		Events int
 		Clean  bool
 	}
-	out, code := run("budget", "verify", "--nats-url", url)
+	out, code := run("budget", "verify", "--nats-url", url, "--data-dir", dataDir)
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || !rep.Clean || rep.Events != 3 {
 		t.Fatalf("verify of a clean ledger (exit %d): %s", code, out)
 	}
@@ -63,10 +63,10 @@ func TestBudgetCommands(t *testing.T) {
 	r.Msg.Override = &pb.Override{Reason: "quarter-end"}
 	mustOK(t)(c.Reserve(ctx, r))
 	export := filepath.Join(t.TempDir(), "budget.jsonl")
-	if _, code := run("budget", "export", "--nats-url", url, "--out", export); code != 0 {
+	if _, code := run("budget", "export", "--nats-url", url, "--data-dir", dataDir, "--out", export); code != 0 {
 		t.Fatal("export failed")
 	}
-	for _, src := range [][]string{{"--nats-url", url}, {"--from", export}} {
+	for _, src := range [][]string{{"--nats-url", url, "--data-dir", dataDir}, {"--from", export}} {
 		out, code = run(append([]string{"budget", "verify"}, src...)...)
 		if code != 1 || !strings.Contains(out, `"over_limit"`) || !strings.Contains(out, `"warning"`) {
 			t.Fatalf("verify %v after an override (exit %d): %s", src, code, out)

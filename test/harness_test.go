@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
 	"google.golang.org/protobuf/proto"
@@ -114,12 +115,16 @@ func startGateway(t testing.TB, natsURL string, clk *clock) *server.Gateway {
 		o.GatewayID = "gw-joined"
 		o.RootKey = rootKeyOf(natsURL)
 	}
+	if natsURL != "" {
+		o.NatsCreds = credsFor(t, natsURL)
+	}
 	g, err := server.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	remember(g)
 	t.Cleanup(func() { g.Close(context.Background()) })
+	registerCreds(g)
 	return g
 }
 
@@ -138,6 +143,53 @@ func rootKeyOf(natsURL string) string {
 	p, _ := rootKeys.Load(natsURL)
 	s, _ := p.(string)
 	return s
+}
+
+// The embedded NATS servers of a test's gateways require authentication;
+// a gateway joining one gets its gateway credentials by URL.
+var natsCreds sync.Map // NATS URL → the embedding gateway's data dir credentials
+
+func registerCreds(g *server.Gateway) {
+	if f := g.CredsFile(natsauth.Gateway); f != "" {
+		natsCreds.Store(g.NatsURL, g)
+	}
+}
+
+// credsFor is the gateway credential file of the embedded server at url.
+func credsFor(t testing.TB, url string) string {
+	t.Helper()
+	g, ok := natsCreds.Load(url)
+	if !ok {
+		t.Fatalf("no credentials known for %s", url)
+	}
+	return g.(*server.Gateway).CredsFile(natsauth.Gateway)
+}
+
+// natsConnect connects to g's embedded NATS as role.
+func natsConnect(t testing.TB, g *server.Gateway, role natsauth.Role) *nats.Conn {
+	t.Helper()
+	return natsConnectCreds(t, g.NatsURL, g.CredsFile(role))
+}
+
+// natsConnectDir connects as role to a `portcullis serve` process's
+// embedded NATS, with the credentials in its data dir.
+func natsConnectDir(t testing.TB, url, dataDir string, role natsauth.Role) *nats.Conn {
+	t.Helper()
+	return natsConnectCreds(t, url, natsauth.Path(dataDir, role))
+}
+
+func natsConnectCreds(t testing.TB, url, creds string) *nats.Conn {
+	t.Helper()
+	auth, err := natsauth.ClientOption(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, auth, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 func client(g *server.Gateway) portcullisv1connect.ExecutionServiceClient {
@@ -167,11 +219,7 @@ func beginReq(tool string, a *structpb.Struct, opKey, jsonrpcID string) *connect
 // ledgerStream opens the executions stream for reading what was appended.
 func ledgerStream(t testing.TB, g *server.Gateway) jetstream.Stream {
 	t.Helper()
-	nc, err := nats.Connect(g.NatsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natsConnect(t, g, natsauth.Analyst)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

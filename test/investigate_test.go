@@ -37,7 +37,7 @@ func TestInvestigateIncidents(t *testing.T) {
 	}
 	investigate := func(id string) audit.Investigation {
 		t.Helper()
-		out, err := exec.Command(binary, "investigate", id, "--nats-url", natsURL, "--json").Output()
+		out, err := exec.Command(binary, "investigate", id, "--nats-url", natsURL, "--data-dir", dataDir, "--json").Output()
 		if err != nil {
 			t.Fatalf("investigate: %v\n%s", err, out)
 		}
@@ -76,7 +76,7 @@ func TestInvestigateIncidents(t *testing.T) {
 	if len(inv.Related) != 1 || inv.Related[0] != b2.GetExecutionId() {
 		t.Fatalf("related: %v", inv.Related)
 	}
-	byKey, err := exec.Command(binary, "investigate", "--operation-key", "order-2", "--nats-url", natsURL, "--json").Output()
+	byKey, err := exec.Command(binary, "investigate", "--operation-key", "order-2", "--nats-url", natsURL, "--data-dir", dataDir, "--json").Output()
 	if err != nil || !strings.Contains(string(byKey), `"execution_id": "`+b2.GetExecutionId()+`"`) {
 		t.Fatalf("investigate --operation-key: %v\n%s", err, byKey)
 	}
@@ -92,7 +92,7 @@ func TestInvestigateIncidents(t *testing.T) {
 	if !strings.Contains(inv.Answers[4].Answer, "held for review") {
 		t.Fatalf("answer 5: %q", inv.Answers[4].Answer)
 	}
-	if out, err := exec.Command(binary, "investigate", x.GetExecutionId(), "--nats-url", natsURL).Output(); err != nil || !strings.Contains(string(out), "Timeline") {
+	if out, err := exec.Command(binary, "investigate", x.GetExecutionId(), "--nats-url", natsURL, "--data-dir", dataDir).Output(); err != nil || !strings.Contains(string(out), "Timeline") {
 		t.Fatalf("text output: %v\n%s", err, out)
 	}
 	// The same structure through AuditService.Investigate.

@@ -20,9 +20,13 @@ func TestJoiningGatewayAdoptsSharedKey(t *testing.T) {
 	n := 0
 	opts := func(natsURL, key string) server.Options {
 		n++
-		return server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
+		o := server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
 			NatsListen: "127.0.0.1:-1", FingerprintKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			GatewayID: fmt.Sprintf("gw-%d", n), RootKey: rootKeyOf(natsURL)}
+		if natsURL != "" {
+			o.NatsCreds = credsFor(t, natsURL)
+		}
+		return o
 	}
 	g1, err := server.Start(ctx, opts("", ""))
 	if err != nil {
@@ -30,6 +34,7 @@ func TestJoiningGatewayAdoptsSharedKey(t *testing.T) {
 	}
 	remember(g1)
 	defer g1.Close(ctx)
+	registerCreds(g1)
 	g2, err := server.Start(ctx, opts(g1.NatsURL, ""))
 	if err != nil {
 		t.Fatal(err)

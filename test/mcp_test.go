@@ -128,8 +128,12 @@ func startMCPGatewayTB(t testing.TB, cfg, natsURL string) *server.Gateway {
 }
 
 func startMCPGatewayLog(t testing.TB, cfg, natsURL string, logs io.Writer) *server.Gateway {
+	var creds string
+	if natsURL != "" {
+		creds = credsFor(t, natsURL)
+	}
 	g, err := server.Start(context.Background(), server.Options{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsURL: natsURL, NatsListen: "127.0.0.1:-1",
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsURL: natsURL, NatsListen: "127.0.0.1:-1", NatsCreds: creds,
 		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		RootKey: rootKeyOf(natsURL),
 	})
@@ -138,6 +142,7 @@ func startMCPGatewayLog(t testing.TB, cfg, natsURL string, logs io.Writer) *serv
 	}
 	remember(g)
 	t.Cleanup(func() { g.Close(context.Background()) })
+	registerCreds(g)
 	return g
 }
 

@@ -6,9 +6,9 @@ import (
 
 	"encoding/json"
 	"fmt"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/mcp"
 	"os"
 	"os/exec"
@@ -69,11 +69,7 @@ func TestTypeScriptClientAgainstServe(t *testing.T) {
 	}
 	// The sessions journal tells which agent process each session was.
 	natsURL := strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dataDir, "nats.url")))))
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := natsConnectDir(t, natsURL, dataDir, natsauth.Analyst)
 	js, _ := jetstream.New(nc)
 	ses, err := js.Stream(context.Background(), mcp.SessionsStream)
 	if err != nil {
@@ -88,7 +84,7 @@ func TestTypeScriptClientAgainstServe(t *testing.T) {
 	if started < 2 {
 		t.Fatalf("sessions journal: %d sessions of ts-agent started, want 2", started)
 	}
-	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", natsURL).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", natsURL, "--data-dir", dataDir).CombinedOutput(); err != nil {
 		t.Fatalf("audit verify with sessions: %v\n%s", err, out)
 	}
 	// A wrong token is refused.

@@ -71,8 +71,9 @@ func budgetShowCmd() *cobra.Command {
 // readOptions are the flags of commands that read the ledger directly.
 func readOptions(cmd *cobra.Command, o *server.Options) {
 	f := cmd.Flags()
-	f.StringVar(&o.DataDir, "data-dir", "", "data directory of a stopped gateway (embedded default)")
-	f.StringVar(&o.NatsURL, "nats-url", "", "NATS of a running ledger (e.g. the address in DATA_DIR/nats.url)")
+	f.StringVar(&o.DataDir, "data-dir", "", "data directory of a stopped gateway (embedded default); with --nats-url, only its NATS credentials (DATA_DIR/nats) are used")
+	f.StringVar(&o.NatsURL, "nats-url", "", "NATS of a running ledger (e.g. the address in DATA_DIR/nats.url), comma-separated seed URLs")
+	natsFlags(cmd, o)
 	f.StringVar(&o.NatsListen, "nats-listen", "127.0.0.1:-1", "client address of the embedded server while reading")
 }
 

@@ -28,7 +28,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), rebuildCmd(), budgetCmd(), approvalsCmd(), exportCmd(), auditCmd(), investigateCmd(), replayCmd(),
+	cmd.AddCommand(serveCmd(), streamsCmd(), rebuildCmd(), budgetCmd(), approvalsCmd(), exportCmd(), auditCmd(), investigateCmd(), replayCmd(),
 		executionsCmd(), eventsCmd(), configCmd(), versionCmd(), enrollCmd())
 	return cmd
 }
@@ -37,13 +37,51 @@ func root() *cobra.Command {
 func ledgerFlags(cmd *cobra.Command, o *server.Options) {
 	f := cmd.Flags()
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory: embedded JetStream, views, fingerprint key (required)")
-	f.StringVar(&o.NatsURL, "nats-url", "", "join an existing NATS/JetStream (e.g. nats://10.0.0.5:4222) instead of the embedded server")
+	f.StringVar(&o.NatsURL, "nats-url", "", "join an existing NATS/JetStream instead of the embedded server: comma-separated seed URLs (e.g. nats://10.0.0.5:4222,nats://10.0.0.6:4222)")
+	natsFlags(cmd, o)
 	f.StringVar(&o.NatsListen, "nats-listen", "", "client address of the embedded NATS server, for other gateways to join (default 127.0.0.1:4222, a free port if taken; :-1 for any free port)")
 	f.IntVar(&o.Replicas, "replicas", 0, "stream replicas (0: 1 on a single server, 3 on a cluster)")
 	f.StringVar(&o.FingerprintKey, "fingerprint-key", os.Getenv("PORTCULLIS_FINGERPRINT_KEY"), "fingerprint key as 64 hex chars (default $PORTCULLIS_FINGERPRINT_KEY, else DATA_DIR/fingerprint.key)")
 	f.BoolVar(&o.NoShareKey, "no-share-fingerprint-key", false, "do not share the fingerprint key through the ledger (give it to every gateway yourself)")
 	f.BoolVar(&o.UnsafeNoFsync, "unsafe-no-fsync", false, "UNSAFE: do not fsync every JetStream write (acknowledged writes can be lost on power loss)")
 	_ = cmd.MarkFlagRequired("data-dir")
+}
+
+// natsFlags are the credentials and TLS of a connection to an outside NATS.
+func natsFlags(cmd *cobra.Command, o *server.Options) {
+	f := cmd.Flags()
+	f.StringVar(&o.NatsCreds, "nats-creds", "", "NATS credentials: an nkey seed file (as in DATA_DIR/nats/*.nk) or a user .creds file (default with --data-dir: the file of this command's role in DATA_DIR/nats)")
+	f.StringVar(&o.NatsTLSCA, "nats-tls-ca", "", "CA certificate (PEM) that signed the NATS servers' certificates")
+	f.StringVar(&o.NatsTLSCert, "nats-tls-cert", "", "client certificate (PEM) for NATS TLS")
+	f.StringVar(&o.NatsTLSKey, "nats-tls-key", "", "client key (PEM) for NATS TLS")
+}
+
+// streamsCmd creates or updates the ledger's streams on an outside
+// cluster, as the NATS admin user (gateways' users may not).
+func streamsCmd() *cobra.Command {
+	var o server.Options
+	cmd := &cobra.Command{
+		Use:   "streams",
+		Short: "Create or update every stream of the ledger on --nats-url (needs the NATS admin user's credentials)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.NatsURL == "" {
+				return fmt.Errorf("--nats-url is required (the embedded server sets its streams up itself)")
+			}
+			r, err := server.EnsureStreams(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "streams ready (%d replicas)\n", r)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.NatsURL, "nats-url", "", "comma-separated seed URLs of the cluster")
+	f.StringVar(&o.DataDir, "data-dir", "", "data directory whose nats/admin.nk to use (instead of --nats-creds)")
+	f.IntVar(&o.Replicas, "replicas", 0, "stream replicas (0: 1 on a single server, 3 on a cluster)")
+	natsFlags(cmd, &o)
+	return cmd
 }
 
 func serveCmd() *cobra.Command {
@@ -79,6 +117,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.RootKey, "root-key", "", "the ledger's root private key, to enroll this gateway itself (a path, file:PATH or env:NAME; default DATA_DIR/root.key when present, created with a new ledger)")
 	cmd.Flags().StringVar(&o.RootPublicKey, "root-public-key", "", "pin the ledger's root public key (hex; default: pin the root seen first, in DATA_DIR/root.pub)")
 	cmd.Flags().StringVar(&o.SigningKey, "signing-key", "", "this gateway's Ed25519 key (a path, file:PATH or env:NAME; default DATA_DIR/gateway.ed25519, created 0600)")
+	cmd.Flags().StringVar(&o.NatsMonitorURL, "nats-monitor-url", "", "with --nats-url: the servers' monitoring URLs (comma-separated, e.g. http://10.0.0.5:8222), to refuse a cluster that does not fsync every write")
 	return cmd
 }
 

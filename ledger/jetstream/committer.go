@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,21 +19,45 @@ import (
 
 // Limits of the group committer.
 const (
-	maxBatchMsgs       = 1000             // the server's atomic batch limit
-	defaultInflight    = 2                // batches awaiting acknowledgement at once
-	maxInflight        = 32               // below the server's 50 per stream
-	queueLen           = 8192             // decisions waiting for a batch
-	maxCarry           = 4096             // decisions a worker holds back for the next batch
-	ackWaitMax         = 10 * time.Second // wait for a batch acknowledgement
-	transientRetries   = 5                // retries of a batch the server could not take (nothing landed)
-	transientBackoffer = 2 * time.Millisecond
-	pipelineMax        = 8 // single-message decisions sent as plain publishes rather than one atomic batch
+	maxBatchMsgs    = 1000 // the server's atomic batch limit
+	defaultInflight = 2    // batches awaiting acknowledgement at once
+	maxInflight     = 32   // below the server's 50 per stream
+	queueLen        = 8192 // decisions waiting for a batch
+	maxCarry        = 4096 // decisions a worker holds back for the next batch
+	pipelineMax     = 8    // single-message decisions sent as plain publishes rather than one atomic batch
+
+	// ElectionTimeoutMax mirrors nats-server's default maximum raft
+	// election timeout (maxElectionTimeoutDefault, 9 s; the minimum is 4 s):
+	// after a stream leader dies, a new one answers within about this long.
+	ElectionTimeoutMax = 9 * time.Second
+	// AckWaitMax bounds the wait for one acknowledgement: one election plus
+	// slack, so a write sent while the leader moves is answered by the new
+	// leader instead of being given up as unknown.
+	AckWaitMax = ElectionTimeoutMax + 4*ackAttemptWait
+	// ackAttemptWait is one try of a single-message publish on a cluster.
+	// It carries a Nats-Msg-Id, so after a silent try it is sent again (a
+	// clustered stream's duplicate window answers with the first copy's
+	// sequence if that one landed) until the acknowledgement wait passed: a
+	// publish lost with a dead leader is resent as soon as the new leader
+	// is elected. A single server has no leader to lose, and checks the
+	// condition before the id, so there one try waits the whole time.
+	ackAttemptWait = time.Second
+
+	// Transient refusals (nothing landed: a previous write on the subject
+	// still replicating, 10164; no leader, 10008/503; too many batches in
+	// flight) are retried after a jittered backoff growing from
+	// transientBackoffFirst to transientBackoffMax, transientRetries times.
+	transientRetries      = 8
+	transientBackoffFirst = 2 * time.Millisecond
+	transientBackoffMax   = 250 * time.Millisecond
 )
 
 // JetStream error codes the committer understands.
 const (
+	errCodeClusterNotAvail      = 10008 // JetStream temporarily unavailable (no leader)
 	errCodeWrongLastSeq         = 10071
-	errCodeWrongLastSeqConstant = 10164
+	errCodeStreamOffline        = 10118
+	errCodeWrongLastSeqConstant = 10164 // the subject's previous write is still being replicated
 	errCodeBatchIncomplete      = 10176
 	errCodeBatchTooManyInflight = 10210
 )
@@ -94,6 +119,7 @@ type committer struct {
 	inflightMax int
 	queue       chan *decision
 	maxBatch    int
+	ackWait     time.Duration
 	known       knownSeqs
 	log         *slog.Logger
 	onCommit    func(messages int, took time.Duration)
@@ -120,8 +146,12 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	ackWait := opt.AckWait
+	if ackWait <= 0 {
+		ackWait = AckWaitMax
+	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, onCommit: opt.OnCommit,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
 	}
 	c.wg.Add(1)
@@ -324,7 +354,12 @@ func (c *committer) commit(batch []*decision, attempt int) {
 			}
 			d.finish(seqs, nil)
 		}
-	case errors.As(err, &je) && je.conflict():
+	case errors.As(err, &je) && je.transient() && attempt < transientRetries:
+		time.Sleep(transientBackoff(attempt))
+		c.commit(batch, attempt+1)
+	case errors.As(err, &je) && (je.conflict() || je.ErrCode == errCodeWrongLastSeqConstant):
+		// 10164 that outlived its retries: treated as a conflict, so the
+		// decision reads the subject again and decides again.
 		if len(batch) == 1 {
 			m := batch[0].msgs[0]
 			batch[0].finish(nil, &ledger.ConflictError{Subject: m.checked(), Expected: m.expected, ActualSeq: je.actualSeq()})
@@ -333,9 +368,6 @@ func (c *committer) commit(batch []*decision, attempt int) {
 		half := len(batch) / 2
 		c.commit(batch[:half], 0)
 		c.commit(batch[half:], 0)
-	case errors.As(err, &je) && je.transient() && attempt < transientRetries:
-		time.Sleep(transientBackoffer << attempt)
-		c.commit(batch, attempt+1)
 	case errors.As(err, &je):
 		// The server refused the batch: nothing landed.
 		for _, d := range batch {
@@ -347,6 +379,13 @@ func (c *committer) commit(batch []*decision, attempt int) {
 			d.finish(nil, fmt.Errorf("%w: %v", ledger.ErrAppendUnknown, err))
 		}
 	}
+}
+
+// transientBackoff is the wait before retry attempt+1: exponential with
+// full jitter in its upper half, capped.
+func transientBackoff(attempt int) time.Duration {
+	d := min(transientBackoffFirst<<attempt, transientBackoffMax)
+	return d/2 + rand.N(d/2+1)
 }
 
 func singleMessages(batch []*decision) bool {
@@ -363,11 +402,35 @@ func singleMessages(batch []*decision) bool {
 func (c *committer) publish(msgs []outMsg) (uint64, error) {
 	if len(msgs) == 1 {
 		m := msgs[0]
-		resp, err := c.nc.RequestMsg(&nats.Msg{Subject: m.subject, Data: m.data, Header: m.header()}, ackWaitMax)
-		if err != nil {
-			return 0, err
+		h := m.header()
+		h["Nats-Msg-Id"] = []string{nuid.Next()}
+		nm := &nats.Msg{Subject: m.subject, Data: m.data, Header: h}
+		deadline := time.Now().Add(c.ackWait)
+		attemptWait := c.ackWait
+		if c.nc.ConnectedClusterName() != "" {
+			attemptWait = min(ackAttemptWait, c.ackWait)
 		}
-		return parseAck(resp.Data)
+		for resent := false; ; resent = true {
+			resp, err := c.nc.RequestMsg(nm, attemptWait)
+			if err == nil {
+				seq, err := parseAck(resp.Data)
+				var je *apiError
+				if resent && errors.As(err, &je) && je.conflict() {
+					// The first copy may have landed: a clustered stream would
+					// have answered with its sequence (the id check comes
+					// before the condition there), a single server checks the
+					// condition first. Nobody can tell whose write moved it.
+					return 0, fmt.Errorf("%w: resent after an unanswered try, then %v", ledger.ErrAppendUnknown, je)
+				}
+				return seq, err
+			}
+			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+				return 0, err
+			}
+			if errors.Is(err, nats.ErrNoResponders) {
+				time.Sleep(transientBackoffMax) // no stream leader yet
+			}
+		}
 	}
 	id := nuid.Next()
 	for i, m := range msgs {
@@ -382,7 +445,7 @@ func (c *committer) publish(msgs []outMsg) (uint64, error) {
 			continue
 		}
 		h["Nats-Batch-Commit"] = []string{"1"}
-		resp, err := c.nc.RequestMsg(nm, ackWaitMax)
+		resp, err := c.nc.RequestMsg(nm, c.ackWait)
 		if err != nil {
 			return 0, err
 		}
@@ -415,12 +478,16 @@ func (e *apiError) Error() string {
 }
 
 func (e *apiError) conflict() bool {
-	return e.ErrCode == errCodeWrongLastSeq || e.ErrCode == errCodeWrongLastSeqConstant
+	return e.ErrCode == errCodeWrongLastSeq
 }
 
 // transient: the server took nothing and may take the same batch later.
 func (e *apiError) transient() bool {
-	return e.ErrCode == errCodeBatchIncomplete || e.ErrCode == errCodeBatchTooManyInflight || e.Code == 503
+	switch e.ErrCode {
+	case errCodeBatchIncomplete, errCodeBatchTooManyInflight, errCodeWrongLastSeqConstant, errCodeClusterNotAvail, errCodeStreamOffline:
+		return true
+	}
+	return e.Code == 503
 }
 
 func (e *apiError) actualSeq() uint64 {

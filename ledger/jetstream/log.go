@@ -36,7 +36,10 @@ type Options struct {
 	// MaxBatch is the most messages in one atomic batch (default and
 	// maximum 1000, the server's limit).
 	MaxBatch int
-	Logger   *slog.Logger
+	// AckWait bounds the wait for one append's acknowledgement (default
+	// AckWaitMax, which covers one leader election).
+	AckWait time.Duration
+	Logger  *slog.Logger
 	// OnCommit, when set, hears every publish the committer makes (one
 	// atomic batch or one plain publish): its messages and how long the
 	// acknowledgement took. Metrics hang here; it must not block.
@@ -51,7 +54,7 @@ func Open(ctx context.Context, nc *nats.Conn, spec StreamSpec, opt Options) (*Lo
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s, err := EnsureStream(ctx, js, spec)
+	s, err := EnsureConfig(ctx, js, spec.Config(), opt.Logger)
 	if err != nil {
 		return nil, err
 	}

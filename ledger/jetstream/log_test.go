@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
 	"github.com/portcullis-dev/portcullis/ledger"
 )
@@ -295,4 +300,123 @@ func TestCompareAndSetAcrossWriters(t *testing.T) {
 	if n := streamMsgs(t, a); n != 2 {
 		t.Fatalf("stream holds %d events, want 2", n)
 	}
+}
+
+// A previous write still replicating (10164), no leader (10008, 503) and a
+// full batch pipeline are answers that change on their own: retried with a
+// bounded backoff, never read as a lost compare-and-set. Only 10071 is one.
+func TestTransientAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		e                   apiError
+		transient, conflict bool
+	}{
+		{apiError{Code: 400, ErrCode: errCodeWrongLastSeq}, false, true},
+		{apiError{Code: 400, ErrCode: errCodeWrongLastSeqConstant}, true, false},
+		{apiError{Code: 503, ErrCode: errCodeClusterNotAvail}, true, false},
+		{apiError{Code: 429, ErrCode: errCodeBatchTooManyInflight}, true, false},
+		{apiError{Code: 500, ErrCode: errCodeStreamOffline}, true, false},
+		{apiError{Code: 400, ErrCode: 10003}, false, false},
+	} {
+		if got := tc.e.transient(); got != tc.transient {
+			t.Errorf("%v transient = %v", &tc.e, got)
+		}
+		if got := tc.e.conflict(); got != tc.conflict {
+			t.Errorf("%v conflict = %v", &tc.e, got)
+		}
+		if got := Transient(&tc.e); got != tc.transient {
+			t.Errorf("Transient(%v) = %v", &tc.e, got)
+		}
+	}
+	var total time.Duration
+	for a := range transientRetries {
+		d := transientBackoff(a)
+		if d > transientBackoffMax || d < transientBackoffFirst/2 {
+			t.Fatalf("backoff %d = %v, want within [%v, %v]", a, d, transientBackoffFirst/2, transientBackoffMax)
+		}
+		total += d
+	}
+	if total > time.Duration(transientRetries)*transientBackoffMax {
+		t.Fatalf("total backoff %v unbounded", total)
+	}
+}
+
+// On a cluster, a single-message append whose first try goes unanswered
+// (no stream leader took it) is sent again with the same Nats-Msg-Id. Here
+// the first copy landed after all: the duplicate window answers with that
+// copy's sequence, and the append succeeds once. A single server is tried
+// once for the whole wait; its silence is an unknown outcome. Nothing is
+// stored twice either way.
+func TestUnansweredAppendIsResent(t *testing.T) {
+	t.Run("cluster", func(t *testing.T) {
+		c := natstest.StartCluster(t, 3, natstest.ClusterOptions{})
+		// One node for both clients: the silent responder's interest is
+		// known there at once (routes spread it later).
+		seqs, stored, err := resendOnce(t, c.URL(0), c.CredsDir, 3, 3)
+		if err != nil || len(seqs) != 1 || seqs[0] != 1 || stored != 1 {
+			t.Fatalf("append: seqs %v, err %v; stream holds %d; want seq 1, one message", seqs, err, stored)
+		}
+	})
+	t.Run("single server", func(t *testing.T) {
+		ns, dir := natstest.StartAuth(t)
+		_, stored, err := resendOnce(t, ns.ClientURL(), dir, 1, 2)
+		if !errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, ledger.ErrConflict) || stored != 1 {
+			t.Fatalf("append: %v; stream holds %d; want unknown (not a conflict), one message", err, stored)
+		}
+	})
+}
+
+// resendOnce appends one message to late.x while a silent responder takes
+// the first try, creates the stream and stores that very message (as if
+// it had landed and its acknowledgement was lost).
+func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32) (seqs []uint64, stored uint64, appendErr error) {
+	ctx := context.Background()
+	nc := natstest.Connect(t, url, credsDir, natsauth.Admin)
+	l, err := Open(ctx, nc, testSpec, Options{AckWait: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	other := natstest.Connect(t, url, credsDir, natsauth.Admin)
+	js, _ := jetstream.New(other)
+	var tries atomic.Int32
+	sub, err := other.Subscribe("late.x", func(m *nats.Msg) {
+		if tries.Add(1) != 1 {
+			return
+		}
+		if _, err := js.CreateStream(ctx, StreamSpec{Name: "LATE", Subjects: []string{"late.>"}, Replicas: replicas}.Config()); err != nil {
+			t.Error(err)
+			return
+		}
+		// Store the copy, waiting (bounded) for the new stream's leader.
+		err := Retry(ctx, nil, "store the copy", func(ctx context.Context) error {
+			_, err := js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seqs, appendErr = l.Append(ctx, msg("late.x", 0))
+	// The responder sees the resend asynchronously, maybe after the
+	// stream's answer reached the append: wait for it (bounded).
+	for deadline := time.Now().Add(5 * time.Second); tries.Load() < wantMsgs && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // polling observable state
+	}
+	_ = sub.Unsubscribe()
+	// The first try, the copy it stored, and on a cluster a resend (or
+	// more, on a slow machine).
+	if got := tries.Load(); got < wantMsgs || (replicas == 1 && got != wantMsgs) {
+		t.Fatalf("the silent responder saw %d messages, want %d", got, wantMsgs)
+	}
+	s, err := js.Stream(ctx, "LATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seqs, s.CachedInfo().State.Msgs, appendErr
 }

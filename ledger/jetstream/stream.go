@@ -2,14 +2,30 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // MaxMsgBytes bounds one stored event (an execution record with its
 // canonical action record and result body fits well below it).
 const MaxMsgBytes = 1 << 20
+
+// Stream setup waits out a cluster that has no leader yet (a gateway
+// started during an election): each attempt is bounded, attempts back off
+// with jitter, and the whole wait is bounded too.
+const (
+	SetupWaitMax      = 90 * time.Second // all attempts of one setup step
+	setupAttemptWait  = 5 * time.Second  // one JetStream API request
+	setupBackoffFirst = 250 * time.Millisecond
+	setupBackoffMax   = 4 * time.Second
+)
 
 // StreamSpec names a stream the ledger appends to.
 type StreamSpec struct {
@@ -20,14 +36,14 @@ type StreamSpec struct {
 	Description string
 }
 
-// EnsureStream creates or updates the stream: file storage, delete and
-// purge denied (the record is append-only), direct gets for catch-up reads,
+// Config is the stream's configuration: file storage, delete and purge
+// denied (the record is append-only), direct gets for catch-up reads,
 // atomic batch publish for group commit.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) (jetstream.Stream, error) {
+func (spec StreamSpec) Config() jetstream.StreamConfig {
 	if spec.Replicas <= 0 {
 		spec.Replicas = 1
 	}
-	cfg := jetstream.StreamConfig{
+	return jetstream.StreamConfig{
 		Name:               spec.Name,
 		Description:        spec.Description,
 		Subjects:           spec.Subjects,
@@ -40,10 +56,110 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) 
 		AllowAtomicPublish: true,
 		MaxMsgSize:         MaxMsgBytes,
 		Discard:            jetstream.DiscardNew,
+		Duplicates:         DuplicateWindow,
 	}
-	s, err := js.CreateOrUpdateStream(ctx, cfg)
+}
+
+// DuplicateWindow is how long a stream remembers a message id: longer than
+// AckWaitMax, so a publish resent after a silent attempt is recognised,
+// and short enough that the server's id table stays small under load
+// (the default is 2 minutes).
+const DuplicateWindow = 30 * time.Second
+
+// EnsureStream makes sure the stream exists with spec's configuration.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) (jetstream.Stream, error) {
+	return EnsureConfig(ctx, js, spec.Config(), nil)
+}
+
+// EnsureConfig returns the stream when it already has cfg's settings, and
+// creates or updates it otherwise (which only the admin user may do: a
+// gateway's user gets a permission error naming the stream). Transient
+// answers (no leader yet, timeouts, no responders) are retried with backoff
+// for up to SetupWaitMax.
+func EnsureConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, lg *slog.Logger) (jetstream.Stream, error) {
+	var s jetstream.Stream
+	err := Retry(ctx, lg, "stream "+cfg.Name, func(ctx context.Context) error {
+		cur, err := js.Stream(ctx, cfg.Name)
+		if err == nil && covers(cur.CachedInfo().Config, cfg) {
+			s = cur
+			return nil
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		s, err = js.CreateOrUpdateStream(ctx, cfg)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// JetStream answered the info request just now, so an unanswered
+			// create or update was refused: only the admin user may change
+			// streams. Not transient.
+			return fmt.Errorf("create or update refused or unanswered (%v): only the NATS admin user may create or change streams; run `portcullis streams` with the admin credentials", err)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// covers reports whether a stream configured as have already has every
+// setting want asks for.
+func covers(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage &&
+		have.Retention == want.Retention && have.Replicas == want.Replicas &&
+		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge &&
+		have.AllowDirect == want.AllowDirect && have.AllowAtomicPublish == want.AllowAtomicPublish &&
+		(want.MaxMsgSize == 0 || have.MaxMsgSize == want.MaxMsgSize) && have.Discard == want.Discard &&
+		have.DiscardNewPerSubject == want.DiscardNewPerSubject && have.MaxAge == want.MaxAge &&
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates) &&
+		(want.MaxMsgsPerSubject == 0 || have.MaxMsgsPerSubject == want.MaxMsgsPerSubject)
+}
+
+// Retry runs one setup step until it succeeds, fails for good, or
+// SetupWaitMax passed: transient answers are retried after a jittered,
+// growing backoff, and each retry is logged.
+func Retry(ctx context.Context, lg *slog.Logger, what string, step func(context.Context) error) error {
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	deadline := time.Now().Add(SetupWaitMax)
+	backoff := setupBackoffFirst
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, setupAttemptWait)
+		err := step(actx)
+		cancel()
+		if err == nil || !Transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("%w (JetStream still unavailable after %s)", err, SetupWaitMax)
+		}
+		lg.Warn("JetStream not ready (no leader yet?); retrying", "what", what, "attempt", attempt, "err", err)
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, setupBackoffMax)
+	}
+}
+
+// Transient reports whether err is an answer that may change on its own:
+// the cluster has no leader yet or is catching up (JetStream 10008 / HTTP
+// 503), a previous write on the subject is still replicating (10164),
+// nobody answered, or the request timed out.
+func Transient(err error) bool {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		return ae.Code == 503 || ae.ErrorCode == errCodeClusterNotAvail || ae.ErrorCode == errCodeWrongLastSeqConstant ||
+			ae.ErrorCode == errCodeStreamOffline
+	}
+	var pe *apiError
+	if errors.As(err, &pe) {
+		return pe.transient()
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrJetStreamNotEnabled)
 }
