@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
 )
 
 // ErrNoLedger: an operator command was pointed at no ledger, or at a place
 // that holds none. Commands never create an empty ledger to read.
 var ErrNoLedger = errors.New("no ledger")
-
 
 // checkSource says where the ledger is before anything is opened: a
 // --nats-url, or a --data-dir that already holds an embedded JetStream.
@@ -28,4 +26,3 @@ func (o Options) checkSource() error {
 	}
 	return nil
 }
-
