@@ -69,10 +69,11 @@ type Driver struct {
 	waitMax   time.Duration
 }
 
-// New returns a driver over l with the http and ssh executors; front
+// New returns a driver over l with the http and ssh executors, on the
+// ledger's clock (deadlines are compared on it); front
 // doors add channels of their own (an upstream MCP server) with Handle.
 func New(l *ledger.Service, log *slog.Logger) *Driver {
-	return &Driver{ledger: l, log: log, now: time.Now, waitMax: WaitMax, executors: map[string]Executor{
+	return &Driver{ledger: l, log: log, now: l.Now, waitMax: WaitMax, executors: map[string]Executor{
 		"http": HTTPExecutor{Client: executor.NewHTTP()},
 		"ssh":  SSHExecutor{},
 	}}
