@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/executor"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -30,7 +32,12 @@ const (
 	pollEvery       = 50 * time.Millisecond
 	recordMax       = 30 * time.Second // appending an observation, detached from the caller
 	maxResolveDepth = 1                // a proven absence re-runs the call once
+	dispatchAskMax  = 3                // asking again whether a DISPATCHED whose answer was lost won
 )
+
+// EvidenceLateResult is the evidence of a result that arrived after the
+// deadline sweep had recorded OUTCOME_UNKNOWN.
+const EvidenceLateResult = "the target answered after the dispatch deadline"
 
 // States an Answer reports (the agent-facing words).
 const (
@@ -62,10 +69,11 @@ type Driver struct {
 	waitMax   time.Duration
 }
 
-// New returns a driver over l with the http and ssh executors; front
+// New returns a driver over l with the http and ssh executors, on the
+// ledger's clock (deadlines are compared on it); front
 // doors add channels of their own (an upstream MCP server) with Handle.
 func New(l *ledger.Service, log *slog.Logger) *Driver {
-	return &Driver{ledger: l, log: log, now: time.Now, waitMax: WaitMax, executors: map[string]Executor{
+	return &Driver{ledger: l, log: log, now: l.Now, waitMax: WaitMax, executors: map[string]Executor{
 		"http": HTTPExecutor{Client: executor.NewHTTP()},
 		"ssh":  SSHExecutor{},
 	}}
@@ -146,15 +154,12 @@ func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, a
 	if !ok {
 		return Answer{Refused: true, Execution: x, Why: "no executor for channel " + strconv.Quote(t.Channel) + "; nothing was sent"}
 	}
-	// TODO(lead): pass a dispatch token (ledger.Change.DispatchToken, one
-	// per attempt of this driver) once the ledger has it, so a
-	// MarkDispatched that timed out can learn whether it won.
-	if _, err := d.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DISPATCHED}); err != nil {
-		var ite *ledger.IllegalTransitionError
-		if errors.As(err, &ite) {
-			return d.Wait(ctx, x, "another call dispatched it first; nothing was resent")
-		}
+	won, err := d.markDispatched(ctx, id)
+	if err != nil {
 		return Answer{Refused: true, Execution: x, Why: "not dispatched: " + err.Error()}
+	}
+	if !won {
+		return d.Wait(ctx, x, "another call dispatched it first; nothing was resent")
 	}
 	done := make(chan *pb.Execution, 1)
 	go func() { done <- d.record(id, e.Send(t, id, args)) }()
@@ -176,7 +181,39 @@ func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, a
 	}
 }
 
-// record appends what an attempt observed, detached from the caller.
+// markDispatched wins DISPATCHED under a token of this attempt. When the
+// append's answer was lost (ErrAppendUnknown, a timeout) it asks again
+// with the same token, detached from the caller: the ledger answers as the
+// winner was if this attempt won, and an illegal transition if another
+// call did. won is false (and err nil) when another call dispatched first.
+func (d *Driver) markDispatched(ctx context.Context, id string) (won bool, err error) {
+	ch := ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DISPATCHED, DispatchToken: "dsp_" + ulid.Make().String()}
+	_, err = d.ledger.Transition(ctx, ch)
+	for i := 0; i < dispatchAskMax && answerLost(err); i++ {
+		d.log.Warn("dispatch answer lost; asking again with the same token", "execution", id, "err", err)
+		actx, cancel := context.WithTimeout(context.Background(), recordMax)
+		_, err = d.ledger.Transition(actx, ch)
+		cancel()
+	}
+	var ite *ledger.IllegalTransitionError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ite):
+		return false, nil
+	}
+	return false, err
+}
+
+// answerLost: the append may have landed; only asking again tells.
+func answerLost(err error) bool {
+	return errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// record appends what an attempt observed, detached from the caller. A
+// result that loses to the deadline sweep (the execution went
+// OUTCOME_UNKNOWN first) is not dropped: it resolves the execution as
+// completed, with evidence that it came after the deadline.
 func (d *Driver) record(id string, o executor.Outcome) *pb.Execution {
 	ctx, cancel := context.WithTimeout(context.Background(), recordMax)
 	defer cancel()
@@ -196,6 +233,11 @@ func (d *Driver) record(id string, o executor.Outcome) *pb.Execution {
 		ch.Apply = func(x *pb.Execution) { x.Reason = o.Reason }
 	}
 	x, err := d.ledger.Transition(ctx, ch)
+	var ite *ledger.IllegalTransitionError
+	if ch.Event == pb.EventType_EVENT_TYPE_RESULT_OBSERVED && errors.As(err, &ite) && ite.State == pb.State_STATE_OUTCOME_UNKNOWN {
+		ch.Event, ch.Evidence = pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED, EvidenceLateResult
+		x, err = d.ledger.Transition(ctx, ch)
+	}
 	if err != nil {
 		d.log.Error("record observation", "execution", id, "err", err)
 		return nil
@@ -204,20 +246,21 @@ func (d *Driver) record(id string, o executor.Outcome) *pb.Execution {
 }
 
 // dispatchDeadline is when the execution's dispatch is due to have
-// answered (zero when the ledger records none).
-//
-// TODO(lead): when the ledger grows Execution.dispatch_deadline, this is
-// `if ts := x.GetDispatchDeadline(); ts != nil { return ts.AsTime() }`.
+// answered (zero when the ledger records none: not dispatched yet).
 func dispatchDeadline(x *pb.Execution) time.Time {
-	_ = x
+	if ts := x.GetDispatchDeadline(); ts != nil {
+		return ts.AsTime()
+	}
 	return time.Time{}
 }
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // InFlightWhy says honestly how long the first call may still be at the
 // target.
 func InFlightWhy(x *pb.Execution) string {
 	if dl := dispatchDeadline(x); !dl.IsZero() {
-		return "the first call is in flight until " + dl.UTC().Format(time.RFC3339) + "; nothing was resent; ask again after that"
+		return "the first call is in flight until " + formatTime(dl) + "; nothing was resent; ask again after that"
 	}
 	return "the first call is in flight; nothing was resent; ask again later"
 }
@@ -236,13 +279,18 @@ func (d *Driver) Wait(ctx context.Context, x *pb.Execution, why string) Answer {
 		case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DELIVERED:
 			return Answer{State: StateCompleted, Execution: cur, Why: "attached to " + cur.GetExecutionId() + "; " + why}
 		case pb.State_STATE_OUTCOME_UNKNOWN:
-			return Answer{State: StateOutcomeUnknown, Execution: cur, Why: cur.GetReason() + "; nothing was resent"}
+			return Answer{State: StateOutcomeUnknown, Execution: cur, Why: cur.GetReason() + "; nothing was resent; a retry gets the recovery"}
 		case pb.State_STATE_DISPATCHED, pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED:
 		default:
 			return Answer{State: StateName(cur.GetState()), Execution: cur, Why: why}
 		}
-		if dl := dispatchDeadline(cur); !dl.IsZero() && d.now().After(dl) {
-			break // the deadline sweep records OUTCOME_UNKNOWN; a retry then gets the recovery
+		if dl := dispatchDeadline(cur); cur.GetState() == pb.State_STATE_DISPATCHED && !dl.IsZero() && d.now().After(dl) {
+			// Past the deadline it is not "in flight": record the unknown
+			// outcome now (exactly once across gateways, like the sweep);
+			// a retry then gets the class recovery.
+			if _, _, err := d.ledger.ExpireOverdue(ctx, cur.GetExecutionId()); err != nil {
+				return Answer{State: StateOutcomeUnknown, Execution: cur, Why: "no result by the dispatch deadline " + formatTime(dl) + "; nothing was resent; a retry gets the recovery"}
+			}
 		}
 		select {
 		case <-time.After(pollEvery):
@@ -253,8 +301,13 @@ func (d *Driver) Wait(ctx context.Context, x *pb.Execution, why string) Answer {
 	return Answer{State: StateInFlight, Execution: x, Why: InFlightWhy(x)}
 }
 
-// queryStatus asks the target about an unknown outcome and resolves it; a
-// proven absence lets the same call run again (NOT_EXECUTED, then RESUME).
+// queryStatus asks the target about an unknown outcome and resolves it. A
+// "not found" proves absence only once the dispatch deadline has passed
+// (the target may not yet show a request it is still working on): before
+// it the answer is an honest outcome_unknown; after it the execution is
+// resolved NOT_EXECUTED and the call is begun again, so the ledger decides
+// what runs: an operation key's retry resumes the same execution (same id,
+// so the same Idempotency-Key), a fingerprint-only retry gets a new one.
 func (d *Driver) queryStatus(ctx context.Context, t config.Tool, in ledger.BeginInput, x *pb.Execution, depth int) Answer {
 	id := x.GetExecutionId()
 	e, ok := d.executors[t.Channel]
@@ -268,13 +321,21 @@ func (d *Driver) queryStatus(ctx context.Context, t config.Tool, in ledger.Begin
 	case st.Finding == Done:
 		return d.resolveCompleted(ctx, x, st.Code, st.Body, st.Evidence)
 	case st.Finding == Absent && depth < maxResolveDepth:
-		// TODO(lead): a status query's "not found" proves absence only once
-		// the dispatch deadline has passed; check dispatchDeadline(x) here
-		// when the ledger records it.
-		if _, err := d.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED,
-			Evidence: st.Evidence}); err != nil {
-			return d.Wait(ctx, x, "resolved by another call")
+		if dl := dispatchDeadline(x); !dl.IsZero() && d.now().Before(dl) {
+			return notProvenYet(x, st.Evidence, formatTime(dl))
 		}
+		_, err := d.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED,
+			Evidence: st.Evidence})
+		var ite *ledger.IllegalTransitionError
+		switch {
+		case errors.Is(err, ledger.ErrDeadlineAhead):
+			return notProvenYet(x, st.Evidence, formatTime(ledger.DispatchDeadline(x, t.Contract)))
+		case err != nil && !errors.As(err, &ite):
+			return Answer{State: StateOutcomeUnknown, Execution: x, Why: "the absence could not be recorded: " + err.Error() + "; nothing was resent"}
+		}
+		// Resolved here, or by another call first: either way the ledger's
+		// Begin now decides (resume, attach to the other call's dispatch,
+		// or a new execution).
 		res, err := d.Begin(ctx, in)
 		if err != nil {
 			return Answer{Refused: true, Why: "refused: " + err.Error() + "; nothing was sent"}
@@ -282,6 +343,13 @@ func (d *Driver) queryStatus(ctx context.Context, t config.Tool, in ledger.Begin
 		return d.act(ctx, t, in, res, depth+1)
 	}
 	return Answer{State: StateOutcomeUnknown, Execution: x, Why: st.Evidence + "; nothing was resent"}
+}
+
+// notProvenYet answers a "not found" that came before the dispatch
+// deadline: the outcome stays unknown and nothing is resent.
+func notProvenYet(x *pb.Execution, evidence, deadline string) Answer {
+	return Answer{State: StateOutcomeUnknown, Execution: x,
+		Why: "the status query found nothing (" + evidence + "), but before the dispatch deadline that does not prove absence (the target may still be working on it); nothing was resent; ask again after " + deadline}
 }
 
 // resolveCompleted settles an unknown outcome as completed with the

@@ -39,17 +39,41 @@ func (c *counting) Status(context.Context, config.Tool, string) dispatch.Status 
 	return dispatch.Status{Evidence: "no status query"}
 }
 
-func startLedger(t *testing.T) *ledger.Service {
+func startLedger(t *testing.T) *ledger.Service { return startLedgerClock(t, nil) }
+
+// testConfig: charge (idempotency_key) and lookup (status_query, 200ms
+// timeout: its dispatch deadline is 200ms + ledger.DispatchGrace).
+const testConfig = `tools:
+  charge:
+    retry: idempotency_key
+    match_window: 10m
+  lookup:
+    retry: status_query
+    match_window: 10m
+    timeout: 200ms
+`
+
+// clock is a settable clock for the ledger (and so the driver).
+type clock struct{ off atomic.Int64 }
+
+func (c *clock) Now() time.Time           { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) Advance(by time.Duration) { c.off.Add(int64(by)) }
+
+func startLedgerClock(t *testing.T, clk *clock) *ledger.Service {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "p.yaml")
-	if err := os.WriteFile(cfg, []byte("tools:\n  charge:\n    retry: idempotency_key\n    match_window: 10m\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(testConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g, err := server.Start(context.Background(), server.Options{
+	o := server.Options{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsListen: "127.0.0.1:-1",
 		FingerprintKey: hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")),
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if clk != nil {
+		o.Now = clk.Now
+	}
+	g, err := server.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +152,118 @@ func TestDriverAttachedCallInFlight(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	a := d.Run(context.Background(), tool, in)
-	if a.State != dispatch.StateInFlight || !strings.Contains(a.Why, "in flight") || !strings.Contains(a.Why, "nothing was resent") {
+	if a.State != dispatch.StateInFlight || !strings.Contains(a.Why, "in flight until "+a.Execution.GetDispatchDeadline().AsTime().UTC().Format(time.RFC3339)) ||
+		!strings.Contains(a.Why, "nothing was resent") {
 		t.Fatalf("attached call: %+v", a)
 	}
 	if f := <-first; f.State != dispatch.StateCompleted || ex.sends.Load() != 1 {
 		t.Fatalf("first call: %+v, %d sends", f, ex.sends.Load())
+	}
+}
+
+// gated is an executor whose sends block until release is closed.
+type gated struct {
+	sends   atomic.Int32
+	started chan struct{}
+	release chan struct{}
+}
+
+func (g *gated) Send(_ config.Tool, id string, _ []byte) executor.Outcome {
+	if g.sends.Add(1) == 1 {
+		close(g.started)
+	}
+	<-g.release
+	return executor.Outcome{Observed: executor.Answered, Status: 201, Body: `{"late":"` + id + `"}`, ContentType: "application/json"}
+}
+
+func (g *gated) Status(context.Context, config.Tool, string) dispatch.Status {
+	return dispatch.Status{Evidence: "no status query"}
+}
+
+// A result that arrives after the deadline expiry recorded OUTCOME_UNKNOWN
+// is not dropped: it resolves the execution as completed (evidence: the
+// target answered after the deadline) and the caller gets it.
+func TestDriverLateResultResolvesCompleted(t *testing.T) {
+	clk := &clock{}
+	l := startLedgerClock(t, clk)
+	ex := &gated{started: make(chan struct{}), release: make(chan struct{})}
+	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Handle("fake", ex)
+	tool := config.Tool{Name: "charge", Channel: "fake"}
+	in := ledger.BeginInput{
+		Action:       fingerprint.Action{Actor: "agent-7", Tool: "charge", Channel: "fake", Arguments: []byte(`{"amount":8}`)},
+		OperationKey: "op-late-1",
+	}
+	got := make(chan dispatch.Answer, 1)
+	go func() { got <- d.Run(context.Background(), tool, in) }()
+	<-ex.started
+	res, err := l.Begin(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Execution.GetExecutionId()
+	clk.Advance(time.Hour) // past the dispatch deadline
+	if x, _, err := l.ExpireOverdue(context.Background(), id); err != nil || x.GetState() != pb.State_STATE_OUTCOME_UNKNOWN {
+		t.Fatalf("expire: %v, %v", x, err)
+	}
+	close(ex.release)
+	a := <-got
+	if a.State != dispatch.StateCompleted || a.Execution.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED ||
+		a.Execution.GetResultBody() != `{"late":"`+id+`"}` {
+		t.Fatalf("late result: %+v", a)
+	}
+	if ex.sends.Load() != 1 {
+		t.Fatalf("%d sends, want 1", ex.sends.Load())
+	}
+}
+
+// lost is an executor whose first send's outcome is unknown (a timeout)
+// and whose status endpoint shows nothing; later sends answer.
+type lost struct{ sends atomic.Int32 }
+
+func (l *lost) Send(_ config.Tool, id string, _ []byte) executor.Outcome {
+	if l.sends.Add(1) == 1 {
+		return executor.Outcome{Observed: executor.Unknown, Reason: "timed out"}
+	}
+	return executor.Outcome{Observed: executor.Answered, Status: 200, Body: `{"id":"` + id + `"}`, ContentType: "application/json"}
+}
+
+func (l *lost) Status(context.Context, config.Tool, string) dispatch.Status {
+	return dispatch.Status{Finding: dispatch.Absent, Evidence: "absence proven (status 404)"}
+}
+
+// A status query's "not found" before the dispatch deadline is not proof
+// of absence: the retry is told the outcome is unknown and to ask again
+// after the deadline, and nothing is resent. After the deadline the
+// operation key's execution is resolved NOT_EXECUTED and resumed: the same
+// execution (so the same Idempotency-Key) is dispatched again.
+func TestDriverNotFoundProvesAbsenceOnlyAfterDeadline(t *testing.T) {
+	clk := &clock{}
+	l := startLedgerClock(t, clk)
+	ex := &lost{}
+	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Handle("fake", ex)
+	tool := config.Tool{Name: "lookup", Channel: "fake"}
+	in := ledger.BeginInput{
+		Action:       fingerprint.Action{Actor: "agent-7", Tool: "lookup", Channel: "fake", Arguments: []byte(`{"q":1}`)},
+		OperationKey: "op-lookup-1",
+	}
+	first := d.Run(context.Background(), tool, in)
+	if first.State != dispatch.StateOutcomeUnknown {
+		t.Fatalf("first call: %+v", first)
+	}
+	id := first.Execution.GetExecutionId()
+	deadline := first.Execution.GetDispatchDeadline().AsTime().UTC().Format(time.RFC3339)
+	early := d.Run(context.Background(), tool, in)
+	if early.State != dispatch.StateOutcomeUnknown || !strings.Contains(early.Why, "ask again after "+deadline) || ex.sends.Load() != 1 {
+		t.Fatalf("retry before the deadline: %+v, %d sends", early, ex.sends.Load())
+	}
+	if x, err := l.Get(context.Background(), id); err != nil || x.GetState() != pb.State_STATE_OUTCOME_UNKNOWN {
+		t.Fatalf("before the deadline: %v, %v", x, err)
+	}
+	clk.Advance(time.Hour)
+	late := d.Run(context.Background(), tool, in)
+	if late.State != dispatch.StateCompleted || late.Execution.GetExecutionId() != id || ex.sends.Load() != 2 {
+		t.Fatalf("retry after the deadline: %+v, %d sends", late, ex.sends.Load())
 	}
 }

@@ -92,6 +92,10 @@ type BeginResult struct {
 	Reason    string
 }
 
+// Now is the ledger's clock (the one its dispatch deadlines and match
+// windows are measured by).
+func (s *Service) Now() time.Time { return s.now() }
+
 // Begin accepts a new execution or attaches the call to the latest
 // execution of the same intent (operation key, else fingerprint). The
 // intent's subject filter owns the decision to create; the execution's

@@ -9,9 +9,9 @@ import (
 
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/dispatch"
-	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/toolcall"
 )
 
 func metaString(m map[string]any, key string) string {
@@ -31,29 +31,14 @@ type callInput struct {
 	jsonrpcID string
 }
 
-// sessionScoped: the contract matches retries within one MCP session
-// rather than within the agent.
-//
-// TODO(lead): return t.IntentScope == "session" once config.Tool carries
-// the contract key intent_scope (branch ident).
-func sessionScoped(t config.Tool) bool {
-	_ = t
-	return false
-}
-
-// intentScope picks the intent scope: _meta["io.portcullis/intent-scope"]
-// narrows it; else the authenticated agent ("": the ledger reads it as the
-// actor, bounded by the match window), or the session for a contract that
-// asks for intent_scope: session. A reconnecting agent opens a new session
-// and a 2026-07-28 client has none, so the session is not the default.
+// intentScope picks the intent scope as Connect Begin's callers do
+// (toolcall.Scope): _meta["io.portcullis/intent-scope"] narrows it; else
+// the authenticated agent ("": the ledger reads it as the actor, bounded by
+// the match window), or the session for a contract with intent_scope:
+// session. A reconnecting agent opens a new session and a 2026-07-28
+// client has none, so the session is not the default.
 func intentScope(t config.Tool, meta map[string]any, session string) string {
-	if s := metaString(meta, MetaIntentScope); s != "" {
-		return s
-	}
-	if sessionScoped(t) && session != "" {
-		return "session:" + session
-	}
-	return ""
+	return toolcall.Scope(t.Contract, metaString(meta, MetaIntentScope), session)
 }
 
 // prepare checks one call and builds the ledger's input. A non-nil result
@@ -62,25 +47,22 @@ func (g *Gateway) prepare(c callInput) (ledger.BeginInput, *sdk.CallToolResult) 
 	if g.locked {
 		return ledger.BeginInput{}, refused("the vault is locked: no action is taken; nothing was recorded or sent")
 	}
+	t := c.tool
 	args := []byte(c.args)
-	if len(args) == 0 || string(args) == "null" {
-		args = []byte("{}")
+	if string(args) == "null" {
+		args = nil // no arguments: {}
 	}
-	var inst any
-	if err := json.Unmarshal(args, &inst); err != nil {
-		return ledger.BeginInput{}, refused("arguments are not JSON: " + err.Error())
-	}
-	if err := g.schemas[c.tool.Name].Validate(inst); err != nil {
-		return ledger.BeginInput{}, refused("arguments do not match the tool's input schema: " + err.Error() + "; nothing was recorded or sent")
+	action, err := g.binder.Bind(toolcall.Request{Actor: c.actor, Tool: t.Name, Arguments: args,
+		IntentScope: intentScope(t, c.meta, c.session)})
+	if err != nil {
+		return ledger.BeginInput{}, refused(err.Error() + "; nothing was recorded or sent")
 	}
 	opKey := metaString(c.meta, MetaOperationKey)
 	if opKey == "" {
 		opKey = metaString(c.meta, MetaIdemKey)
 	}
-	t := c.tool
 	return ledger.BeginInput{
-		Action: fingerprint.Action{Actor: c.actor, Tool: t.Name, Channel: t.Channel, Target: t.Target,
-			CredentialRef: t.CredentialRef, Method: t.Method, Arguments: args, IntentScope: intentScope(t, c.meta, c.session)},
+		Action:       action,
 		OperationKey: opKey,
 		Correlation:  &pb.Correlation{SessionId: c.session, JsonrpcId: c.jsonrpcID},
 	}, nil

@@ -25,9 +25,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/oklog/ulid/v2"
+	"github.com/portcullis-dev/portcullis/toolcall"
 
 	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/dispatch"
@@ -77,7 +77,7 @@ type Gateway struct {
 	journal   *Journal
 	delivery  *delivery
 
-	schemas map[string]*jsonschema.Resolved
+	binder *toolcall.Binder // the same binding as Connect Begin
 
 	mu            sync.Mutex
 	sessionActors map[string]string // MCP session id → the actor that opened it (the binding)
@@ -94,25 +94,19 @@ func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *
 		events = sdk.NewMemoryEventStore(nil)
 	}
 	g := &Gateway{ledger: l, driver: dispatch.New(l, log), tools: map[string]config.Tool{}, agents: cfg.Agents, log: log, locked: cfg.VaultLocked,
-		schemas: map[string]*jsonschema.Resolved{}, events: events, journal: journal, sessionActors: map[string]string{}, sessionRemote: map[string]string{}, local: map[string]bool{}}
+		events: events, journal: journal, sessionActors: map[string]string{}, sessionRemote: map[string]string{}, local: map[string]bool{}}
 	g.delivery = newDelivery(l, log)
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
 			continue // contract only: run by outside executors through the Connect API
 		}
-		schema := &jsonschema.Schema{Type: "object"}
-		if len(t.InputSchema) > 0 {
-			schema = new(jsonschema.Schema)
-			if err := json.Unmarshal(t.InputSchema, schema); err != nil {
-				return nil, fmt.Errorf("tool %s: input_schema: %w", name, err)
-			}
-		}
-		rs, err := schema.Resolve(nil)
-		if err != nil {
-			return nil, fmt.Errorf("tool %s: input_schema: %w", name, err)
-		}
-		g.tools[name], g.schemas[name] = t, rs
+		g.tools[name] = t
 	}
+	binder, err := toolcall.New(g.tools)
+	if err != nil {
+		return nil, err
+	}
+	g.binder = binder
 	g.openUpstreams(cfg)
 	g.driver.Handle("mcp", upstreamExecutor{g})
 	return g, nil

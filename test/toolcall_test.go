@@ -112,3 +112,50 @@ func TestBeginBoundToToolDefinition(t *testing.T) {
 		t.Fatal("Struct and arguments_json disagree on a small integer")
 	}
 }
+
+// /mcp and Connect Begin share one binding: the same action through
+// either gets the same fingerprint and attaches to the other's execution,
+// whichever came first.
+func TestToolcallMCPAndBeginAttach(t *testing.T) {
+	ctx := context.Background()
+	tg := newTarget(t)
+	g := startMCPGateway(t, mcpConfig(t, tg), "")
+	c := client(g)
+	s := agentSession(t, g.Addr)
+	begin := func(argsJSON string) *pb.BeginResponse {
+		t.Helper()
+		res, err := c.Begin(ctx, connect.NewRequest(&pb.BeginRequest{
+			Action: &pb.Action{Actor: "agent-7", Tool: "deploy_release", ArgumentsJson: argsJSON},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Msg
+	}
+
+	// MCP first, then Begin: Begin attaches and gets the stored result.
+	m := callRecord(t, s, "deploy_release", map[string]any{"release_id": "tc-1"}, nil)
+	if m["state"] != "completed" {
+		t.Fatalf("MCP call: %v", m)
+	}
+	b := begin(`{"release_id":"tc-1"}`)
+	if b.GetDecision() != pb.Decision_DECISION_ATTACHED || b.GetExecution().GetExecutionId() != m["execution_id"] ||
+		b.GetRecovery() != pb.Recovery_RECOVERY_RETURN_RESULT {
+		t.Fatalf("Begin after the MCP call: %v (MCP: %v)", b, m)
+	}
+	// Begin first, then MCP: the MCP call resumes Begin's execution.
+	b2 := begin(`{"release_id":"tc-2"}`)
+	if b2.GetDecision() != pb.Decision_DECISION_NEW {
+		t.Fatalf("Begin: %v", b2)
+	}
+	m2 := callRecord(t, s, "deploy_release", map[string]any{"release_id": "tc-2"}, nil)
+	if m2["state"] != "completed" || m2["execution_id"] != b2.GetExecution().GetExecutionId() {
+		t.Fatalf("MCP call after Begin: %v (Begin: %v)", m2, b2)
+	}
+	if got := getExecution(t, g, b2.GetExecution().GetExecutionId()).GetFingerprint(); got != b2.GetExecution().GetFingerprint() {
+		t.Fatalf("fingerprint changed: %s then %s", b2.GetExecution().GetFingerprint(), got)
+	}
+	if n := tg.performed.Load(); n != 2 {
+		t.Fatalf("target performed %d, want 2", n)
+	}
+}
