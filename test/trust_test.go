@@ -720,32 +720,56 @@ func TestGarbageOnABudgetAccount(t *testing.T) {
 
 // The first answer of an investigation comes from the signed sessions
 // journal: the agent's client, version and remote address, not the
-// session id the call carried.
+// session id the call carried. Only a stateful (2025-11-25) session is
+// journaled; a stateless 2026-07-28 call (the Go SDK client's default)
+// carries no session, and the investigation says it cannot tell its
+// process apart instead of calling it "one agent session".
 func TestInvestigationCountsProcessesFromTheJournal(t *testing.T) {
 	ctx := context.Background()
 	tg := newTarget(t)
 	g := startMCPGateway(t, mcpConfig(t, tg), "")
-	s, err := mcpSession(t, g, agentToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "create_payment", Arguments: map[string]any{"release_id": "j1", "n": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := structured(t, r)["execution_id"].(string)
-	if id == "" {
-		t.Fatalf("no execution id: %v", structured(t, r))
-	}
 	ac := portcullisv1connect.NewAuditServiceClient(http.DefaultClient, "http://"+g.Addr)
-	inv, err := ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: id}))
+	firstAnswer := func(s *sdk.ClientSession, release string) (string, string) {
+		t.Helper()
+		defer s.Close()
+		r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "create_payment", Arguments: map[string]any{"release_id": release, "n": 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := structured(t, r)["execution_id"].(string)
+		if id == "" {
+			t.Fatalf("no execution id: %v", structured(t, r))
+		}
+		inv, err := ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q1 := inv.Msg.GetAnswers()[0]
+		return q1.GetAnswer(), fmt.Sprint(q1.GetEvidence())
+	}
+
+	s, err := mcpLegacySession(g, agentToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q1 := inv.Msg.GetAnswers()[0]
-	evidence := fmt.Sprint(q1.GetEvidence())
-	if !strings.Contains(q1.GetAnswer(), "signed sessions journal") || !strings.Contains(evidence, "client test-agent 1") || !strings.Contains(evidence, "from 127.0.0.1:") {
-		t.Fatalf("first answer: %s %s", q1.GetAnswer(), evidence)
+	if s.ID() == "" {
+		t.Fatal("the 2025-11-25 client has no session")
+	}
+	answer, evidence := firstAnswer(s, "j1")
+	if !strings.HasPrefix(answer, "one: ") || !strings.Contains(answer, "signed sessions journal") ||
+		!strings.Contains(evidence, "client test-agent 1") || !strings.Contains(evidence, "from 127.0.0.1:") {
+		t.Fatalf("first answer (session): %s %s", answer, evidence)
+	}
+
+	s, err = mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID() != "" {
+		t.Fatalf("the default client opened session %q; this case wants a stateless call", s.ID())
+	}
+	answer, evidence = firstAnswer(s, "j2")
+	if !strings.HasPrefix(answer, "unknown: 1 call(s) carried no session") || strings.Contains(answer, "one agent session") || !strings.Contains(evidence, "no session: ") {
+		t.Fatalf("first answer (stateless): %s %s", answer, evidence)
 	}
 }
