@@ -111,14 +111,27 @@ func Investigate(executionID string, events []Stored) Investigation {
 			}
 		}
 	}
+	// Calls without a session (stateless MCP 2026-07-28, or a Connect
+	// caller that named none) are not one session: nothing recorded tells
+	// their processes apart, so they never count towards "one".
+	sessionless := sessions[""]
+	delete(sessions, "")
 	q1 := Answer{Question: "1. One agent process or two?"}
 	switch {
+	case len(sessions) == 0 && len(sessionless) > 0:
+		q1.Answer = fmt.Sprintf("unknown: %d call(s) carried no session (stateless MCP or a Connect caller without one), and the ledger records no client process for them, so one process cannot be told from two; question 5 links the calls by operation key or fingerprint", len(sessionless))
 	case len(journal) > 0:
-		q1.Answer = journalAnswer(sessions, journal)
-	case len(sessions) <= 1:
+		q1.Answer = journalAnswer(sessions, journal, len(sessionless))
+	case len(sessions) <= 1 && len(sessionless) == 0:
 		q1.Answer = "one: every call came from one agent session"
 	default:
 		q1.Answer = fmt.Sprintf("%d agent sessions sent calls for this intent", len(sessions))
+		if len(sessionless) > 0 {
+			q1.Answer += fmt.Sprintf(", and %d call(s) carried no session (their processes cannot be told apart)", len(sessionless))
+		}
+	}
+	for _, e := range sessionless {
+		q1.Evidence = append(q1.Evidence, "no session: "+e)
 	}
 	for sess, ev := range sessions {
 		for _, e := range ev {
@@ -272,8 +285,9 @@ func (inv Investigation) Text() string {
 // journalAnswer counts agent processes from the signed sessions journal:
 // sessions with the same actor, client, version and remote host are one
 // process's reconnects; a session the calls named but the journal does
-// not hold is only the caller's word.
-func journalAnswer(sessions map[string][]string, journal map[string]*pb.SessionChanged) string {
+// not hold is only the caller's word; sessionless calls (no session at
+// all) are counted apart and rule out the answer "one".
+func journalAnswer(sessions map[string][]string, journal map[string]*pb.SessionChanged, sessionless int) string {
 	procs := map[string]bool{}
 	var unjournaled []string
 	for sess := range sessions {
@@ -289,8 +303,11 @@ func journalAnswer(sessions map[string][]string, journal map[string]*pb.SessionC
 		procs[sc.GetActor()+"\x00"+sc.GetClientName()+"\x00"+sc.GetClientVersion()+"\x00"+host] = true
 	}
 	a := fmt.Sprintf("%d agent session(s) in the signed sessions journal, from %d distinct client process(es) (actor, client, version, host)", len(sessions)-len(unjournaled), len(procs))
-	if len(procs) <= 1 && len(unjournaled) == 0 {
+	if len(procs) <= 1 && len(unjournaled) == 0 && sessionless == 0 {
 		a = "one: " + a
+	}
+	if sessionless > 0 {
+		a += fmt.Sprintf("; %d call(s) carried no session (their processes cannot be told apart)", sessionless)
 	}
 	if len(unjournaled) > 0 {
 		sort.Strings(unjournaled)

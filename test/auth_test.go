@@ -21,12 +21,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/auth"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	svc "github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
 )
@@ -107,13 +107,12 @@ func rpc(t *testing.T, addr, procedure, authorization, body string) (string, map
 	return code, out
 }
 
-// streamHeads returns the last sequence of the executions and budget streams.
-func streamHeads(t *testing.T, natsURL string) [2]uint64 {
+// streamHeads returns the last sequence of the executions and budget
+// streams, read as the analyst with the credentials in the serving
+// gateway's data dir.
+func streamHeads(t *testing.T, natsURL, dataDir string) [2]uint64 {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := natsConnectDir(t, natsURL, dataDir, natsauth.Analyst)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -135,8 +134,9 @@ func streamHeads(t *testing.T, natsURL string) [2]uint64 {
 }
 
 // serveWithCallers runs `portcullis serve` with a callers: config and waits
-// until it answers an analyst; it returns the address and the NATS URL.
-func serveWithCallers(t *testing.T, cfg, analystToken string) (string, string) {
+// until it answers an analyst; it returns the address, the NATS URL and
+// the data dir (which holds the NATS credentials).
+func serveWithCallers(t *testing.T, cfg, analystToken string) (string, string, string) {
 	t.Helper()
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--listen", addr, "--config", cfg, "--nats-listen", "127.0.0.1:-1")
@@ -157,11 +157,11 @@ func serveWithCallers(t *testing.T, cfg, analystToken string) (string, string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return addr, strings.TrimSpace(string(url))
+			return addr, strings.TrimSpace(string(url)), dataDir
 		}
 	}
 	t.Fatal("portcullis serve did not come up")
-	return "", ""
+	return "", "", ""
 }
 
 // Every RPC of every service refuses a call without a valid token
@@ -170,7 +170,7 @@ func serveWithCallers(t *testing.T, cfg, analystToken string) (string, string) {
 // would have changed the ledger had the call been allowed.
 func TestAuthEveryRPCRefused(t *testing.T) {
 	cfg, tokens := authConfig(t)
-	addr, natsURL := serveWithCallers(t, cfg, tokens["analyst-1"])
+	addr, natsURL, dataDir := serveWithCallers(t, cfg, tokens["analyst-1"])
 	as := func(name string) string { return "Bearer " + tokens[name] }
 	must := func(code string, out map[string]any) map[string]any {
 		t.Helper()
@@ -200,6 +200,7 @@ func TestAuthEveryRPCRefused(t *testing.T) {
 		svc.BudgetServiceListDecisionsProcedure:     `{"account": "ops"}`,
 		svc.ExecutionServiceListExecutionsProcedure: `{}`,
 		svc.ApprovalServiceListPendingProcedure:     `{}`,
+		svc.AuditServiceListQuarantineProcedure:     `{"pageSize": 10}`,
 	}
 	body := func(proc string) string {
 		if b, ok := bodies[proc]; ok {
@@ -207,10 +208,17 @@ func TestAuthEveryRPCRefused(t *testing.T) {
 		}
 		return fmt.Sprintf(`{"executionId": %q}`, id)
 	}
-	before := streamHeads(t, natsURL)
+	before := streamHeads(t, natsURL, dataDir)
 	procs := auth.Procedures()
-	if len(procs) != 22 {
-		t.Fatalf("%d procedures; the test expects the 22 RPCs of the four services", len(procs))
+	if len(procs) != 23 {
+		t.Fatalf("%d procedures; the test expects the 23 RPCs of the four services", len(procs))
+	}
+	// The quarantine list (added with the trust model) is for analysts only.
+	if r := auth.RolesFor(svc.AuditServiceListQuarantineProcedure); !slices.Equal(r, []auth.Role{auth.Analyst}) {
+		t.Fatalf("ListQuarantine roles %v, want [analyst]", r)
+	}
+	if code, out := rpc(t, addr, svc.AuditServiceListQuarantineProcedure, as("analyst-1"), body(svc.AuditServiceListQuarantineProcedure)); code != "ok" {
+		t.Fatalf("ListQuarantine as analyst-1: %s %v", code, out)
 	}
 	for _, proc := range procs {
 		for _, h := range []string{"", "Bearer " + strings.Repeat("0", 64), "Basic YWxpY2U6c2VjcmV0", "Bearer"} {
@@ -242,7 +250,7 @@ func TestAuthEveryRPCRefused(t *testing.T) {
 			t.Errorf("%s as other-runner (acts for agent-9): %s %v, want permission_denied", s.proc, code, out)
 		}
 	}
-	if after := streamHeads(t, natsURL); after != before {
+	if after := streamHeads(t, natsURL, dataDir); after != before {
 		t.Fatalf("refused calls moved the streams: %v → %v", before, after)
 	}
 	// Health stays open.
@@ -263,15 +271,15 @@ func TestAuthEveryRPCRefused(t *testing.T) {
 // --token and $PORTCULLIS_TOKEN.
 func TestAuthAttacksAndAuthors(t *testing.T) {
 	cfg, tokens := authConfig(t)
-	addr, natsURL := serveWithCallers(t, cfg, tokens["analyst-1"])
+	addr, natsURL, dataDir := serveWithCallers(t, cfg, tokens["analyst-1"])
 	as := func(name string) string { return "Bearer " + tokens[name] }
 	refused := func(what, who, proc, body, want string) {
 		t.Helper()
-		before := streamHeads(t, natsURL)
+		before := streamHeads(t, natsURL, dataDir)
 		if code, out := rpc(t, addr, proc, as(who), body); code != want {
 			t.Errorf("%s: %s %v, want %s", what, code, out, want)
 		}
-		if after := streamHeads(t, natsURL); after != before {
+		if after := streamHeads(t, natsURL, dataDir); after != before {
 			t.Errorf("%s moved the streams: %v → %v", what, before, after)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,7 @@ import (
 	"github.com/portcullis-dev/portcullis/audit"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
@@ -49,18 +51,23 @@ func trustGateway(t *testing.T, dataDir string) *server.Gateway {
 	}
 	remember(g)
 	t.Cleanup(func() { g.Close(context.Background()) })
+	registerCreds(g)
 	return g
 }
 
-// attacker is a raw NATS client on the ledger's server: it publishes
-// whatever it likes, bypassing every gateway.
+// attacker is a raw NATS client on the ledger's server holding STOLEN
+// gateway credentials, the strongest client the NATS boundary lets in: it
+// publishes whatever it likes to pc.>, bypassing every gateway. Without
+// credentials the server refuses the connection outright.
 func attacker(t *testing.T, g *server.Gateway) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(g.NatsURL)
-	if err != nil {
-		t.Fatal(err)
+	if nc, err := nats.Connect(g.NatsURL, nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("a client without credentials connected to the ledger's NATS")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("a client without credentials: %v, want %v", err, nats.ErrAuthorization)
 	}
-	t.Cleanup(nc.Close)
+	nc := natsConnect(t, g, natsauth.Gateway)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +326,8 @@ func TestGarbageMessageDoesNotStopTheLedger(t *testing.T) {
 // gateways keep deciding.
 func TestRogueEnrollmentIsIgnored(t *testing.T) {
 	ctx := context.Background()
-	g := trustGateway(t, t.TempDir())
+	dataDir := t.TempDir()
+	g := trustGateway(t, dataDir)
 	c := client(g)
 	first, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"order": "r-1"}), "", "1"))
 	if err != nil {
@@ -352,12 +360,13 @@ func TestRogueEnrollmentIsIgnored(t *testing.T) {
 		t.Fatalf("execution after a rogue writer's event: %v %v", got, err)
 	}
 	// The live audit reports the forged event.
-	out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL).CombinedOutput()
+	out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL, "--data-dir", dataDir).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `writer "gw-evil" is not an enrolled gateway`) {
 		t.Fatalf("audit verify after a rogue enrollment: %v\n%s", err, out)
 	}
-	// A gateway whose key nobody enrolled refuses to start.
-	_, err = server.Start(ctx, server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: g.NatsURL,
+	// A gateway whose key nobody enrolled refuses to start, even with
+	// (stolen) gateway credentials for NATS.
+	_, err = server.Start(ctx, server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: g.NatsURL, NatsCreds: credsFor(t, g.NatsURL),
 		FingerprintKey: testKey, GatewayID: "gw-evil", SigningKey: writeSeed(t, evil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil || !strings.Contains(err.Error(), "is not enrolled") {
 		t.Fatalf("unenrolled gateway: %v", err)
@@ -385,11 +394,13 @@ func trustedKeysFile(t *testing.T, dataDir string) string {
 	return p
 }
 
-// exportLedger exports in process, the manifest signed with signKey.
-func exportLedger(t *testing.T, natsURL, dir string, signKey ed25519.PrivateKey) {
+// exportLedger exports g's ledger in process, as the analyst (the export
+// command's NATS user), the manifest signed with signKey.
+func exportLedger(t *testing.T, g *server.Gateway, dir string, signKey ed25519.PrivateKey) {
 	t.Helper()
 	var w *audit.Writer
-	err := server.ReadLedger(context.Background(), server.Options{NatsURL: natsURL}, func(lt audit.LedgerTrust) error {
+	o := server.Options{NatsURL: g.NatsURL, NatsCreds: g.CredsFile(natsauth.Analyst)}
+	err := server.ReadLedger(context.Background(), o, func(lt audit.LedgerTrust) error {
 		var err error
 		w, err = audit.NewWriter(dir, lt, signKey)
 		return err
@@ -421,7 +432,7 @@ func TestResignedExportFailsAgainstTrustedKeys(t *testing.T) {
 	}
 	root := must(trust.LoadKey(filepath.Join(dataDir, server.RootKeyFile)))
 	export := filepath.Join(t.TempDir(), "export")
-	exportLedger(t, g.NatsURL, export, root)
+	exportLedger(t, g, export, root)
 	pinned := audit.VerifyOptions{TrustedKeys: trustedKeysFile(t, dataDir)}
 	rep, err := audit.ReadExport(export, pinned)
 	if err != nil || !rep.OK || !rep.Anchored || rep.Checkpoints == 0 {
@@ -500,17 +511,17 @@ func TestRollbackAgainstTrustedCheckpoint(t *testing.T) {
 	honestDecision(t, g, "rb-1")
 	seal()
 	early := filepath.Join(t.TempDir(), "early")
-	exportLedger(t, g.NatsURL, early, nil) // what a rollback would restore
+	exportLedger(t, g, early, nil) // what a rollback would restore
 	honestDecision(t, g, "rb-2")
 	seal()
 	cpFile := filepath.Join(t.TempDir(), "checkpoint.json")
-	if out, err := exec.Command(binary, "audit", "checkpoint", "--nats-url", g.NatsURL, "--out", cpFile).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "audit", "checkpoint", "--nats-url", g.NatsURL, "--data-dir", dataDir, "--out", cpFile).CombinedOutput(); err != nil {
 		t.Fatalf("audit checkpoint: %v\n%s", err, out)
 	}
 	honestDecision(t, g, "rb-3")
 	seal()
 	now := filepath.Join(t.TempDir(), "now")
-	exportLedger(t, g.NatsURL, now, nil)
+	exportLedger(t, g, now, nil)
 
 	pin := audit.VerifyOptions{TrustedCheckpoint: cpFile}
 	rep, err := audit.ReadExport(now, pin)
@@ -528,7 +539,7 @@ func TestRollbackAgainstTrustedCheckpoint(t *testing.T) {
 		t.Fatalf("rollback against the trusted checkpoint: %+v", rep.Failures)
 	}
 	// The live ledger verifies against it too.
-	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL, "--trusted-checkpoint", cpFile,
+	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL, "--data-dir", dataDir, "--trusted-checkpoint", cpFile,
 		"--trusted-keys", trustedKeysFile(t, dataDir)).CombinedOutput(); err != nil || !strings.Contains(string(out), "trusted checkpoints") {
 		t.Fatalf("live verify against the trusted checkpoint: %v\n%s", err, out)
 	}
@@ -545,16 +556,16 @@ func TestVerifyChecksDecodedEventsAndNeedsALedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	export := filepath.Join(t.TempDir(), "export")
-	exportLedger(t, g.NatsURL, export, nil)
+	exportLedger(t, g, export, nil)
 	edited := tampered(t, export, func(ls []audit.Line) []audit.Line {
 		ls[0].Event = json.RawMessage(strings.Replace(string(ls[0].Event), "agent-7", "agent-8", 1))
 		return ls
 	})
 	wantFailure(t, edited, 1, "decoded event in the export line differs")
 
-	ns, _ := natstest.Start(t)
-	out, err := exec.Command(binary, "audit", "verify", "--nats-url", ns.ClientURL()).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "no ledger found") {
+	ns, creds := natstest.StartAuth(t)
+	out, err := exec.Command(binary, "audit", "verify", "--nats-url", ns.ClientURL(), "--nats-creds", natsauth.Path(creds, natsauth.Analyst)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no ledger on nats "+ns.ClientURL()) {
 		t.Fatalf("verify of an empty server: %v\n%s", err, out)
 	}
 }
@@ -565,9 +576,10 @@ func TestVerifyChecksDecodedEventsAndNeedsALedger(t *testing.T) {
 // retries through either gateway match.
 func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
 	ctx := context.Background()
-	g1 := trustGateway(t, t.TempDir())
+	d1 := t.TempDir()
+	g1 := trustGateway(t, d1)
 	d2 := t.TempDir()
-	o2 := server.Options{DataDir: d2, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: g1.NatsURL,
+	o2 := server.Options{DataDir: d2, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: g1.NatsURL, NatsCreds: credsFor(t, g1.NatsURL),
 		GatewayID: "gw-2", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	_, err := server.Start(ctx, o2)
 	if err == nil || !strings.Contains(err.Error(), "is not enrolled") {
@@ -577,7 +589,7 @@ func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
 	if m == nil {
 		t.Fatalf("the refusal does not say how to enroll: %v", err)
 	}
-	out, err := exec.Command(binary, "enroll", "--nats-url", g1.NatsURL, "--root-key", "file:"+g1.RootKeyPath,
+	out, err := exec.Command(binary, "enroll", "--nats-url", g1.NatsURL, "--data-dir", d1, "--root-key", "file:"+g1.RootKeyPath,
 		"--gateway-id", "gw-2", "--public-key", m[1], "--box-key", m[2], "--addr", "http://127.0.0.1:1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("enroll: %v\n%s", err, out)
@@ -612,16 +624,20 @@ func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
 	honestDecision(t, g2, "after-enroll")
 }
 
-// The first gateway on a fresh cluster, given the operator's root key,
-// creates the ledger with that root and keeps no copy of it.
+// The first gateway on a fresh cluster (its streams made by the operator
+// as the NATS admin, as `portcullis streams` does), given the operator's
+// root key, creates the ledger with that root and keeps no copy of it.
 func TestNewLedgerWithTheOperatorsRootKey(t *testing.T) {
 	ctx := context.Background()
-	ns, _ := natstest.Start(t)
+	ns, creds := natstest.StartAuth(t)
+	if _, err := server.EnsureStreams(ctx, server.Options{NatsURL: ns.ClientURL(), NatsCreds: natsauth.Path(creds, natsauth.Admin)}); err != nil {
+		t.Fatal(err)
+	}
 	_, root, _ := ed25519.GenerateKey(nil)
 	t.Setenv("PORTCULLIS_TEST_ROOT", hex.EncodeToString(root.Seed()))
 	dataDir := t.TempDir()
 	g, err := server.Start(ctx, server.Options{DataDir: dataDir, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: ns.ClientURL(),
-		RootKey: "env:PORTCULLIS_TEST_ROOT", FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		NatsCreds: natsauth.Path(creds, natsauth.Gateway), RootKey: "env:PORTCULLIS_TEST_ROOT", FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,32 +720,56 @@ func TestGarbageOnABudgetAccount(t *testing.T) {
 
 // The first answer of an investigation comes from the signed sessions
 // journal: the agent's client, version and remote address, not the
-// session id the call carried.
+// session id the call carried. Only a stateful (2025-11-25) session is
+// journaled; a stateless 2026-07-28 call (the Go SDK client's default)
+// carries no session, and the investigation says it cannot tell its
+// process apart instead of calling it "one agent session".
 func TestInvestigationCountsProcessesFromTheJournal(t *testing.T) {
 	ctx := context.Background()
 	tg := newTarget(t)
 	g := startMCPGateway(t, mcpConfig(t, tg), "")
-	s, err := mcpSession(t, g, agentToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "create_payment", Arguments: map[string]any{"release_id": "j1", "n": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := structured(t, r)["execution_id"].(string)
-	if id == "" {
-		t.Fatalf("no execution id: %v", structured(t, r))
-	}
 	ac := portcullisv1connect.NewAuditServiceClient(http.DefaultClient, "http://"+g.Addr)
-	inv, err := ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: id}))
+	firstAnswer := func(s *sdk.ClientSession, release string) (string, string) {
+		t.Helper()
+		defer s.Close()
+		r, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "create_payment", Arguments: map[string]any{"release_id": release, "n": 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := structured(t, r)["execution_id"].(string)
+		if id == "" {
+			t.Fatalf("no execution id: %v", structured(t, r))
+		}
+		inv, err := ac.Investigate(ctx, connect.NewRequest(&pb.InvestigateRequest{ExecutionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q1 := inv.Msg.GetAnswers()[0]
+		return q1.GetAnswer(), fmt.Sprint(q1.GetEvidence())
+	}
+
+	s, err := mcpLegacySession(g, agentToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q1 := inv.Msg.GetAnswers()[0]
-	evidence := fmt.Sprint(q1.GetEvidence())
-	if !strings.Contains(q1.GetAnswer(), "signed sessions journal") || !strings.Contains(evidence, "client test-agent 1") || !strings.Contains(evidence, "from 127.0.0.1:") {
-		t.Fatalf("first answer: %s %s", q1.GetAnswer(), evidence)
+	if s.ID() == "" {
+		t.Fatal("the 2025-11-25 client has no session")
+	}
+	answer, evidence := firstAnswer(s, "j1")
+	if !strings.HasPrefix(answer, "one: ") || !strings.Contains(answer, "signed sessions journal") ||
+		!strings.Contains(evidence, "client test-agent 1") || !strings.Contains(evidence, "from 127.0.0.1:") {
+		t.Fatalf("first answer (session): %s %s", answer, evidence)
+	}
+
+	s, err = mcpSession(t, g, agentToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID() != "" {
+		t.Fatalf("the default client opened session %q; this case wants a stateless call", s.ID())
+	}
+	answer, evidence = firstAnswer(s, "j2")
+	if !strings.HasPrefix(answer, "unknown: 1 call(s) carried no session") || strings.Contains(answer, "one agent session") || !strings.Contains(evidence, "no session: ") {
+		t.Fatalf("first answer (stateless): %s %s", answer, evidence)
 	}
 }
