@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/trust"
 	"google.golang.org/protobuf/proto"
 )
@@ -272,7 +273,9 @@ func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHe
 	if err != nil || len(box) != 32 {
 		return fmt.Errorf("--box-key: want 32 bytes of hex")
 	}
-	n, _, err := openForTool(o)
+	// An enrollment is a write to pc.meta: as the gateway user (the
+	// analyst, the other commands' user, may not publish).
+	n, _, err := openForToolAs(o, natsauth.Gateway)
 	if err != nil {
 		return err
 	}

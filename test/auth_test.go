@@ -21,12 +21,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/auth"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	svc "github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
 )
@@ -110,10 +110,11 @@ func rpc(t *testing.T, addr, procedure, authorization, body string) (string, map
 // streamHeads returns the last sequence of the executions and budget streams.
 func streamHeads(t *testing.T, natsURL string) [2]uint64 {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
+	dir := serveDirOf(natsURL)
+	if dir == "" {
+		t.Fatalf("no serve process known for %s", natsURL)
 	}
+	nc := natsConnectDir(t, natsURL, dir, natsauth.Analyst)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -153,6 +154,7 @@ func serveWithCallers(t *testing.T, cfg, analystToken string) (string, string) {
 		req := connect.NewRequest(&pb.ListExecutionsRequest{PageSize: 1})
 		req.Header().Set("Authorization", "Bearer "+analystToken)
 		if _, err := c.ListExecutions(context.Background(), req); err == nil {
+			rememberServe(t, dataDir)
 			url, err := os.ReadFile(filepath.Join(dataDir, "nats.url"))
 			if err != nil {
 				t.Fatal(err)

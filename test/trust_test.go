@@ -22,13 +22,13 @@ import (
 
 	"connectrpc.com/connect"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/portcullis-dev/portcullis/audit"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
@@ -48,19 +48,17 @@ func trustGateway(t *testing.T, dataDir string) *server.Gateway {
 		t.Fatal(err)
 	}
 	remember(g)
+	registerCreds(g)
 	t.Cleanup(func() { g.Close(context.Background()) })
 	return g
 }
 
-// attacker is a raw NATS client on the ledger's server: it publishes
-// whatever it likes, bypassing every gateway.
+// attacker is a raw NATS client on the ledger's server with stolen
+// gateway credentials: it publishes whatever it likes to pc.>, bypassing
+// every gateway.
 func attacker(t *testing.T, g *server.Gateway) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(g.NatsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natsConnect(t, g, natsauth.Gateway)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -352,13 +350,13 @@ func TestRogueEnrollmentIsIgnored(t *testing.T) {
 		t.Fatalf("execution after a rogue writer's event: %v %v", got, err)
 	}
 	// The live audit reports the forged event.
-	out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL).CombinedOutput()
+	out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL, "--nats-creds", analystCreds(t, g.NatsURL)).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `writer "gw-evil" is not an enrolled gateway`) {
 		t.Fatalf("audit verify after a rogue enrollment: %v\n%s", err, out)
 	}
 	// A gateway whose key nobody enrolled refuses to start.
 	_, err = server.Start(ctx, server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: g.NatsURL,
-		FingerprintKey: testKey, GatewayID: "gw-evil", SigningKey: writeSeed(t, evil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		NatsCreds: credsFor(t, g.NatsURL), FingerprintKey: testKey, GatewayID: "gw-evil", SigningKey: writeSeed(t, evil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil || !strings.Contains(err.Error(), "is not enrolled") {
 		t.Fatalf("unenrolled gateway: %v", err)
 	}
@@ -386,10 +384,21 @@ func trustedKeysFile(t *testing.T, dataDir string) string {
 }
 
 // exportLedger exports in process, the manifest signed with signKey.
+// analystCreds is the analyst credential file of the test gateway
+// embedding the NATS at url.
+func analystCreds(t *testing.T, url string) string {
+	t.Helper()
+	g, ok := natsCreds.Load(url)
+	if !ok {
+		t.Fatalf("no credentials known for %s", url)
+	}
+	return g.(*server.Gateway).CredsFile(natsauth.Analyst)
+}
+
 func exportLedger(t *testing.T, natsURL, dir string, signKey ed25519.PrivateKey) {
 	t.Helper()
 	var w *audit.Writer
-	err := server.ReadLedger(context.Background(), server.Options{NatsURL: natsURL}, func(lt audit.LedgerTrust) error {
+	err := server.ReadLedger(context.Background(), server.Options{NatsURL: natsURL, NatsCreds: analystCreds(t, natsURL)}, func(lt audit.LedgerTrust) error {
 		var err error
 		w, err = audit.NewWriter(dir, lt, signKey)
 		return err
@@ -504,7 +513,7 @@ func TestRollbackAgainstTrustedCheckpoint(t *testing.T) {
 	honestDecision(t, g, "rb-2")
 	seal()
 	cpFile := filepath.Join(t.TempDir(), "checkpoint.json")
-	if out, err := exec.Command(binary, "audit", "checkpoint", "--nats-url", g.NatsURL, "--out", cpFile).CombinedOutput(); err != nil {
+	if out, err := exec.Command(binary, "audit", "checkpoint", "--nats-url", g.NatsURL, "--nats-creds", analystCreds(t, g.NatsURL), "--out", cpFile).CombinedOutput(); err != nil {
 		t.Fatalf("audit checkpoint: %v\n%s", err, out)
 	}
 	honestDecision(t, g, "rb-3")
@@ -528,7 +537,7 @@ func TestRollbackAgainstTrustedCheckpoint(t *testing.T) {
 		t.Fatalf("rollback against the trusted checkpoint: %+v", rep.Failures)
 	}
 	// The live ledger verifies against it too.
-	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL, "--trusted-checkpoint", cpFile,
+	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL, "--nats-creds", analystCreds(t, g.NatsURL), "--trusted-checkpoint", cpFile,
 		"--trusted-keys", trustedKeysFile(t, dataDir)).CombinedOutput(); err != nil || !strings.Contains(string(out), "trusted checkpoints") {
 		t.Fatalf("live verify against the trusted checkpoint: %v\n%s", err, out)
 	}
@@ -552,9 +561,9 @@ func TestVerifyChecksDecodedEventsAndNeedsALedger(t *testing.T) {
 	})
 	wantFailure(t, edited, 1, "decoded event in the export line differs")
 
-	ns, _ := natstest.Start(t)
-	out, err := exec.Command(binary, "audit", "verify", "--nats-url", ns.ClientURL()).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "no ledger found") {
+	ns, creds := natstest.StartAuth(t)
+	out, err := exec.Command(binary, "audit", "verify", "--nats-url", ns.ClientURL(), "--nats-creds", natsauth.Path(creds, natsauth.Analyst)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no ledger on nats "+ns.ClientURL()) {
 		t.Fatalf("verify of an empty server: %v\n%s", err, out)
 	}
 }
@@ -565,10 +574,11 @@ func TestVerifyChecksDecodedEventsAndNeedsALedger(t *testing.T) {
 // retries through either gateway match.
 func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
 	ctx := context.Background()
-	g1 := trustGateway(t, t.TempDir())
+	d1 := t.TempDir()
+	g1 := trustGateway(t, d1)
 	d2 := t.TempDir()
 	o2 := server.Options{DataDir: d2, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: g1.NatsURL,
-		GatewayID: "gw-2", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		NatsCreds: credsFor(t, g1.NatsURL), GatewayID: "gw-2", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	_, err := server.Start(ctx, o2)
 	if err == nil || !strings.Contains(err.Error(), "is not enrolled") {
 		t.Fatalf("unenrolled gateway: %v", err)
@@ -577,7 +587,7 @@ func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
 	if m == nil {
 		t.Fatalf("the refusal does not say how to enroll: %v", err)
 	}
-	out, err := exec.Command(binary, "enroll", "--nats-url", g1.NatsURL, "--root-key", "file:"+g1.RootKeyPath,
+	out, err := exec.Command(binary, "enroll", "--nats-url", g1.NatsURL, "--data-dir", d1, "--root-key", "file:"+g1.RootKeyPath,
 		"--gateway-id", "gw-2", "--public-key", m[1], "--box-key", m[2], "--addr", "http://127.0.0.1:1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("enroll: %v\n%s", err, out)
@@ -616,12 +626,16 @@ func TestEnrollCommandAndSealedFingerprintKey(t *testing.T) {
 // creates the ledger with that root and keeps no copy of it.
 func TestNewLedgerWithTheOperatorsRootKey(t *testing.T) {
 	ctx := context.Background()
-	ns, _ := natstest.Start(t)
+	ns, creds := natstest.StartAuth(t)
+	// The operator sets the streams up as the NATS admin first.
+	if _, err := server.EnsureStreams(ctx, server.Options{NatsURL: ns.ClientURL(), NatsCreds: natsauth.Path(creds, natsauth.Admin)}); err != nil {
+		t.Fatal(err)
+	}
 	_, root, _ := ed25519.GenerateKey(nil)
 	t.Setenv("PORTCULLIS_TEST_ROOT", hex.EncodeToString(root.Seed()))
 	dataDir := t.TempDir()
 	g, err := server.Start(ctx, server.Options{DataDir: dataDir, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: ns.ClientURL(),
-		RootKey: "env:PORTCULLIS_TEST_ROOT", FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		NatsCreds: natsauth.Path(creds, natsauth.Gateway), RootKey: "env:PORTCULLIS_TEST_ROOT", FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
