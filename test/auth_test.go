@@ -202,6 +202,7 @@ func TestAuthEveryRPCRefused(t *testing.T) {
 		svc.BudgetServiceListDecisionsProcedure:     `{"account": "ops"}`,
 		svc.ExecutionServiceListExecutionsProcedure: `{}`,
 		svc.ApprovalServiceListPendingProcedure:     `{}`,
+		svc.AuditServiceListQuarantineProcedure:     `{}`,
 	}
 	body := func(proc string) string {
 		if b, ok := bodies[proc]; ok {
@@ -211,8 +212,8 @@ func TestAuthEveryRPCRefused(t *testing.T) {
 	}
 	before := streamHeads(t, natsURL)
 	procs := auth.Procedures()
-	if len(procs) != 22 {
-		t.Fatalf("%d procedures; the test expects the 22 RPCs of the four services", len(procs))
+	if len(procs) != 23 {
+		t.Fatalf("%d procedures; the test expects the 23 RPCs of the four services", len(procs))
 	}
 	for _, proc := range procs {
 		for _, h := range []string{"", "Bearer " + strings.Repeat("0", 64), "Basic YWxpY2U6c2VjcmV0", "Bearer"} {
