@@ -122,7 +122,13 @@ func TestClusterReplicasAndFailover(t *testing.T) {
 	// Two gateways race one intent on the cluster (compare-and-set on a
 	// replicated subject; a subject whose previous write is still being
 	// replicated answers 10164, which backs off): one execution, no errors.
+	// The second gateway is enrolled with the first one's root key, as an
+	// operator would start it (--root-key).
 	o2 := clusterOptions(t, c, "gw-c2", io.Discard)
+	o2.RootKey = g.RootKeyPath
+	if o2.RootKey == "" {
+		t.Fatal("the first gateway on the cluster holds no root key")
+	}
 	g2, err := server.Start(ctx, o2)
 	if err != nil {
 		t.Fatal(err)

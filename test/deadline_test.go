@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 )
 
@@ -41,7 +41,8 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 	}
 	natsAddr := freeAddr(t)
 	addrA, addrB := freeAddr(t), freeAddr(t)
-	serveProcess(t, t.TempDir(), addrA, cfg, "--nats-listen", natsAddr, "--fingerprint-key", testKey, "--gateway-id", "gw-a")
+	dirA := t.TempDir()
+	serveProcess(t, dirA, addrA, cfg, "--nats-listen", natsAddr, "--fingerprint-key", testKey, "--gateway-id", "gw-a")
 	procB := serveProcess(t, t.TempDir(), addrB, cfg, "--nats-url", "nats://"+natsAddr, "--fingerprint-key", testKey, "--gateway-id", "gw-b")
 	// A third gateway on the same ledger sweeps too: the expiry races
 	// across two living gateways and must land once.
@@ -113,11 +114,7 @@ func TestDeadGatewayDispatchExpiresOnce(t *testing.T) {
 	}
 
 	// Exactly one OUTCOME_UNKNOWN on the subject, with its evidence.
-	nc, err := nats.Connect("nats://" + natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := natsConnectDir(t, "nats://"+natsAddr, dirA, natsauth.Analyst)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

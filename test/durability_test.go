@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
 	"github.com/portcullis-dev/portcullis/server"
 )
@@ -59,8 +60,19 @@ func serveProcess(t testing.TB, dataDir, addr, cfg string, extra ...string) *exe
 
 // serveProcessAs is serveProcess for a config with callers: it waits until
 // the gateway answers token (a caller that may list executions).
+//
+// A process that joins another ledger with --nats-url U and gives neither
+// --nats-creds nor --root-key gets, as an operator would give it, the
+// gateway credentials and the root key of the process (or in-process
+// gateway) that embeds U.
 func serveProcessAs(t testing.TB, token, dataDir, addr, cfg string, extra ...string) *exec.Cmd {
 	t.Helper()
+	joins := flagValue(extra, "--nats-url")
+	if joins != "" && flagValue(extra, "--nats-creds") == "" && flagValue(extra, "--root-key") == "" {
+		if creds, root := joinFlags(joins); creds != "" && root != "" {
+			extra = append(append([]string(nil), extra...), "--nats-creds", creds, "--root-key", root)
+		}
+	}
 	cmd := exec.Command(binary, append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--config", cfg}, extra...)...)
 	cmd.Stderr = io.Discard
 	if testing.Verbose() {
@@ -79,12 +91,63 @@ func serveProcessAs(t testing.TB, token, dataDir, addr, cfg string, extra ...str
 	for time.Now().Before(deadline) {
 		_, err := c.ListExecutions(context.Background(), connect.NewRequest(&pb.ListExecutionsRequest{PageSize: 1}))
 		if err == nil {
+			if joins == "" {
+				rememberServe(t, dataDir)
+			}
 			return cmd
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("portcullis serve did not come up")
 	return nil
+}
+
+// serveDirs maps the NATS URL of a `portcullis serve` process on the
+// embedded default (its DATA_DIR/nats.url) to its data dir, which holds
+// the NATS credentials and the root key a joining gateway is given.
+var serveDirs sync.Map
+
+func rememberServe(t testing.TB, dataDir string) {
+	t.Helper()
+	url, err := os.ReadFile(filepath.Join(dataDir, "nats.url"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveDirs.Store(strings.TrimSpace(string(url)), dataDir)
+}
+
+// serveDirOf is the data dir of the serve process embedding url ("" when
+// none is known).
+func serveDirOf(url string) string {
+	d, _ := serveDirs.Load(url)
+	s, _ := d.(string)
+	return s
+}
+
+// joinFlags are the gateway credentials and root key files for a gateway
+// joining the ledger at url, embedded by a serve process or an in-process
+// gateway ("" when unknown).
+func joinFlags(url string) (creds, rootKey string) {
+	if dir := serveDirOf(url); dir != "" {
+		return natsauth.Path(dir, natsauth.Gateway), filepath.Join(dir, server.RootKeyFile)
+	}
+	if g, ok := natsCreds.Load(url); ok {
+		return g.(*server.Gateway).CredsFile(natsauth.Gateway), rootKeyOf(url)
+	}
+	return "", ""
+}
+
+// flagValue is the value of flag in args ("--flag v" or "--flag=v"), or "".
+func flagValue(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // SIGKILL after acknowledged appends loses nothing; the views catch up

@@ -140,6 +140,9 @@ func remember(g *server.Gateway) {
 }
 
 func rootKeyOf(natsURL string) string {
+	if dir := serveDirOf(natsURL); dir != "" {
+		return filepath.Join(dir, server.RootKeyFile)
+	}
 	p, _ := rootKeys.Load(natsURL)
 	s, _ := p.(string)
 	return s
@@ -155,9 +158,13 @@ func registerCreds(g *server.Gateway) {
 	}
 }
 
-// credsFor is the gateway credential file of the embedded server at url.
+// credsFor is the gateway credential file of the embedded server at url
+// (an in-process gateway's or a serve process's).
 func credsFor(t testing.TB, url string) string {
 	t.Helper()
+	if dir := serveDirOf(url); dir != "" {
+		return natsauth.Path(dir, natsauth.Gateway)
+	}
 	g, ok := natsCreds.Load(url)
 	if !ok {
 		t.Fatalf("no credentials known for %s", url)

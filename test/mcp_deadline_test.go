@@ -17,11 +17,11 @@ import (
 
 	"connectrpc.com/connect"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 )
 
@@ -104,7 +104,8 @@ tools:
 	}
 	natsAddr := freeAddr(t)
 	addrA, addrB := freeAddr(t), freeAddr(t)
-	serveProcess(t, t.TempDir(), addrA, cfg, "--nats-listen", natsAddr, "--fingerprint-key", testKey, "--gateway-id", "gw-a")
+	dirA := t.TempDir()
+	serveProcess(t, dirA, addrA, cfg, "--nats-listen", natsAddr, "--fingerprint-key", testKey, "--gateway-id", "gw-a")
 	procB := serveProcess(t, t.TempDir(), addrB, cfg, "--nats-url", "nats://"+natsAddr, "--fingerprint-key", testKey, "--gateway-id", "gw-b")
 	key := sdk.Meta{"io.portcullis/operation-key": "op-mcp-charge"}
 	params := &sdk.CallToolParams{Name: "charge_card", Arguments: map[string]any{"amount": 500}, Meta: key}
@@ -163,11 +164,7 @@ tools:
 
 	// Exactly one OUTCOME_UNKNOWN on the subject, by the survivor, with
 	// the deadline's evidence.
-	nc, err := nats.Connect("nats://" + natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := natsConnectDir(t, "nats://"+natsAddr, dirA, natsauth.Analyst)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

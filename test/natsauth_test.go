@@ -232,7 +232,7 @@ func TestCommandsNameWhatTheyCannotReach(t *testing.T) {
 		t.Fatalf("budget verify with another server's credentials: %s", out)
 	}
 	empty := t.TempDir()
-	if out := run("audit", "verify", "--data-dir", empty); !strings.Contains(out, "no ledger in "+empty) {
+	if out := run("audit", "verify", "--data-dir", empty); !strings.Contains(out, "no ledger in --data-dir "+empty+": it has no jetstream directory") {
 		t.Fatalf("verify on an empty dir: %s", out)
 	}
 	if out, err := exec.Command(binary, "audit", "verify", "--nats-url", url, "--data-dir", dataDir).CombinedOutput(); err != nil {
