@@ -232,7 +232,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err := g.nats.ensureStreams(ctx, replicas, g.log); err != nil {
 		return nil, err
 	}
-	ident, err := openIdentity(ctx, g.nats.js, o, g.log)
+	var ident *identity
+	err = ljs.Retry(ctx, g.log, "ledger identity", func(ctx context.Context) (err error) {
+		ident, err = openIdentity(ctx, g.nats.js, o, g.log)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/trust"
 	"google.golang.org/protobuf/proto"
 )
@@ -95,9 +96,12 @@ func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *sl
 			return nil, merr
 		}
 		if _, perr := js.Publish(ctx, RootSubject, rec, jetstream.WithExpectLastSequencePerSubject(0)); perr != nil {
+			if ljs.Transient(perr) {
+				return nil, fmt.Errorf("record the ledger root: %w", perr) // the caller retries
+			}
 			lg.Info("another gateway recorded the root first", "err", perr)
 		}
-		id.root, err = readRoot(ctx, meta)
+		id.root, err = readRootWritten(ctx, meta)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger root: %w", err)
@@ -131,6 +135,30 @@ func readRoot(ctx context.Context, meta jetstream.Stream) (*pb.RootIdentity, err
 	}
 	return trust.OpenRoot(sr)
 }
+
+// readRootWritten reads the root record just written (by this gateway or
+// the one that won): a direct get may be served by a replica that has not
+// applied it yet, so a missing record is asked for again, briefly.
+func readRootWritten(ctx context.Context, meta jetstream.Stream) (*pb.RootIdentity, error) {
+	for range rootReadTries - 1 {
+		r, err := readRoot(ctx, meta)
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return r, err
+		}
+		select {
+		case <-time.After(rootReadWait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return readRoot(ctx, meta)
+}
+
+// How long readRootWritten waits for a replica to apply the root record.
+const (
+	rootReadTries = 20
+	rootReadWait  = 100 * time.Millisecond
+)
 
 // pinRoot compares the ledger's root with the one this gateway saw first
 // (or was given), and pins it on first sight: a meta stream rewritten
