@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,10 +49,12 @@ const (
 	faultGatewayKill faultKind = "gateway SIGKILL + restart"
 	faultLeaderKill  faultKind = "NATS stream leader SIGKILL + restart"
 	faultNodePause   faultKind = "NATS node SIGSTOP > election timeout"
+	faultPartition   faultKind = "NATS node partitioned (routes blocked)"
+	faultCorrupt     faultKind = "bit flip / truncation in a follower's store"
 	faultAgentCut    faultKind = "agent connection cut"
 )
 
-var faultKinds = []faultKind{faultGatewayKill, faultLeaderKill, faultNodePause}
+var faultKinds = []faultKind{faultGatewayKill, faultLeaderKill, faultNodePause, faultPartition, faultCorrupt}
 
 // fault is one injection, from injected to recovered.
 type fault struct {
@@ -133,6 +136,9 @@ func TestCampaign(t *testing.T) {
 	faults := inject(t, seed, *durationFlag, c, gws, js, l.acks)
 	l.stop.Store(true)
 	wg.Wait()
+	if len(l.acks.snapshot()) == 0 {
+		t.Fatalf("seed %d: no operation was acknowledged in %v", seed, *durationFlag)
+	}
 	t.Logf("%d operations, %d acknowledged calls, %d agent connections cut, %d faults", l.ops.Load(), len(l.acks.snapshot()), l.acks.cuts.Load(), len(faults))
 
 	// Everything healed: every node and gateway up.
@@ -167,9 +173,15 @@ func inject(t *testing.T, seed uint64, duration time.Duration, c *cluster, gws [
 	end := t0.Add(duration)
 	var faults []*fault
 	jitter := func(min, spread time.Duration) time.Duration { return min + time.Duration(r.Int64N(int64(spread))) }
+	var round []faultKind // every kind once per round, in a seeded order
 	for time.Now().Add(pauseMin).Before(end) {
 		time.Sleep(jitter(time.Second, 2*time.Second)) // the clients work undisturbed a moment
-		f := &fault{kind: faultKinds[r.IntN(len(faultKinds))], start: time.Now()}
+		if len(round) == 0 {
+			round = append(round, faultKinds...)
+			r.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		}
+		f := &fault{kind: round[0], start: time.Now()}
+		round = round[1:]
 		switch f.kind {
 		case faultGatewayKill:
 			i := r.IntN(len(gws))
@@ -203,6 +215,27 @@ func inject(t *testing.T, seed uint64, duration time.Duration, c *cluster, gws [
 			c.nodes[i].signal(syscall.SIGSTOP)
 			time.Sleep(jitter(pauseMin, 3*time.Second))
 			c.nodes[i].signal(syscall.SIGCONT)
+		case faultPartition:
+			i := c.leader(ctx, js) // the leader cut off: the majority elects another
+			if i < 0 {
+				i = r.IntN(nodes)
+			}
+			f.what = c.nodes[i].name
+			c.nodes[i].kill()
+			c.nodes[i].args = []string{"-c", c.isolated[i]}
+			c.nodes[i].start(t)
+			time.Sleep(jitter(pauseMin, 3*time.Second))
+			c.nodes[i].kill()
+			c.nodes[i].args = []string{"-c", c.conf[i]}
+			c.nodes[i].start(t)
+			c.waitNode(t, i)
+		case faultCorrupt:
+			i := (c.leader(ctx, js) + 1 + r.IntN(nodes-1)) % nodes // a follower: a minority of one
+			f.what = c.nodes[i].name
+			c.nodes[i].kill()
+			f.what += " " + corrupt(t, r, c.store[i])
+			c.nodes[i].start(t)
+			c.waitNode(t, i)
 		}
 		f.healed = time.Now()
 		for deadline := f.healed.Add(recoverWaitMax); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -216,6 +249,7 @@ func inject(t *testing.T, seed uint64, duration time.Duration, c *cluster, gws [
 			f.start.Sub(t0).Seconds(), f.healed.Sub(f.start).Seconds(), f.recovered)
 		faults = append(faults, f)
 	}
+	time.Sleep(time.Until(end)) // the clients work to the end
 	return faults
 }
 
@@ -303,7 +337,35 @@ func (r *results) table(faults []*fault, l *load) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s |\n", k, inj, rw.acked, rw.lost, rw.dup, un, rec)
 	}
 	fmt.Fprintf(&b, "\nAgent cuts happen throughout (every window); their acknowledged operations are counted in the window they fell in.\n")
-	fmt.Fprintf(&b, "Checked: %d executions, %d events, %d target requests (%d keys), %d orphaned dispatches resolved OUTCOME_UNKNOWN, audit verify %s.\n",
-		r.executions, r.events, r.sends, r.keys, r.orphans, r.audit)
+	fmt.Fprintf(&b, "Checked: %d executions, %d events, %d target requests (%d keys), %d orphaned dispatches resolved OUTCOME_UNKNOWN, audit verify %s, the 3 replicas of the executions stream agree: %s.\n",
+		r.executions, r.events, r.sends, r.keys, r.orphans, r.audit, r.replicas)
 	return b.String()
+}
+
+// corrupt flips one bit in, or truncates, the last message block of the
+// executions stream in a stopped node's store, and says what it did.
+func corrupt(t *testing.T, r *rand.Rand, store string) string {
+	blocks, _ := filepath.Glob(filepath.Join(store, "jetstream", "LEDGER", "streams", "PORTCULLIS_EXECUTIONS", "msgs", "*.blk"))
+	if len(blocks) == 0 {
+		return "(no block to corrupt)"
+	}
+	sort.Strings(blocks)
+	p := blocks[len(blocks)-1]
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) < 2 {
+		return "(empty block)"
+	}
+	if r.IntN(2) == 0 {
+		off := r.IntN(len(b))
+		b[off] ^= 1 << r.IntN(8)
+		if err := os.WriteFile(p, b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("bit flip at %d of %s", off, filepath.Base(p))
+	}
+	cut := 1 + r.IntN(min(len(b)-1, 4096))
+	if err := os.Truncate(p, int64(len(b)-cut)); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d bytes truncated from %s", cut, filepath.Base(p))
 }

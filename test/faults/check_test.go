@@ -2,11 +2,14 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
@@ -17,6 +20,7 @@ import (
 const (
 	readWaitMax  = 60 * time.Second
 	sweepWaitMax = 90 * time.Second // every orphan's deadline (1 s + grace) and a few sweeps
+	maxHistories = 10               // findings printed with their intent's history
 )
 
 // problem is one checker finding.
@@ -30,7 +34,7 @@ type problem struct {
 type results struct {
 	problems                                 []problem
 	executions, events, sends, keys, orphans int
-	audit                                    string
+	audit, replicas                          string
 }
 
 // execEvents are one execution's events in stream order.
@@ -141,6 +145,10 @@ func check(t *testing.T, seed uint64, c *cluster, pcBin string, l *load, faults 
 	fail := func(at time.Time, lost bool, opKey, format string, a ...any) {
 		what := fmt.Sprintf(format, a...)
 		r.problems = append(r.problems, problem{at: at, lost: lost, opKey: opKey, what: what})
+		if len(r.problems) > maxHistories {
+			t.Errorf("seed %d: %s", seed, what)
+			return
+		}
 		t.Errorf("seed %d: %s\n  history of %s:\n%s", seed, what, opKey, l.hist.of(opKey))
 	}
 	// The sweep: wait (bounded) until every dispatch without a result is
@@ -254,6 +262,9 @@ func check(t *testing.T, seed uint64, c *cluster, pcBin string, l *load, faults 
 		}
 	}
 
+	// Every node holds the same copy.
+	r.replicas = checkReplicas(t, seed, c)
+
 	// audit verify is clean.
 	out, err := runCmd(pcBin, "audit", "verify", "--nats-url", c.urls(), "--nats-creds", c.creds(natsauth.Analyst))
 	r.audit = "clean"
@@ -273,3 +284,47 @@ func lastLines(s string, n int) string {
 }
 
 func evTime(unixNano int64) time.Time { return time.Unix(0, unixNano) }
+
+// replicaState is each node's own copy of the executions stream (its
+// /jsz), so a replica that kept a corrupted or truncated store shows.
+func replicaStates(c *cluster) ([]string, error) {
+	var out []string
+	for i := range nodes {
+		res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz?acc=LEDGER&streams=true", c.monitor[i]))
+		if err != nil {
+			return nil, err
+		}
+		var info natsserver.JSInfo
+		err = json.NewDecoder(res.Body).Decode(&info)
+		res.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("n%d /jsz: %w", i, err)
+		}
+		st := "no stream"
+		for _, a := range info.AccountDetails {
+			for _, s := range a.Streams {
+				if s.Name == ledger.ExecutionsStream {
+					st = fmt.Sprintf("%d msgs, seq %d..%d, %d bytes", s.State.Msgs, s.State.FirstSeq, s.State.LastSeq, s.State.Bytes)
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// checkReplicas waits (bounded) until the three copies agree.
+func checkReplicas(t *testing.T, seed uint64, c *cluster) string {
+	deadline := time.Now().Add(readWaitMax)
+	for {
+		st, err := replicaStates(c)
+		if err == nil && st[0] == st[1] && st[1] == st[2] {
+			return st[0]
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("seed %d: the replicas of %s disagree %v after the campaign: %v %v", seed, ledger.ExecutionsStream, readWaitMax, st, err)
+			return "DISAGREE"
+		}
+		time.Sleep(500 * time.Millisecond) // a follower catching up
+	}
+}

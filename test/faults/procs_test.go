@@ -140,6 +140,9 @@ type cluster struct {
 	client   []int
 	monitor  []int
 	nodes    []*proc
+	conf     []string // each node's configuration
+	isolated []string // the same with the routes to nowhere (a partition)
+	store    []string // each node's JetStream store
 }
 
 func (c *cluster) url(i int) string { return "nats://127.0.0.1:" + strconv.Itoa(c.client[i]) }
@@ -169,6 +172,7 @@ func startCluster(t testing.TB, natsBin, dir string) *cluster {
 	t.Helper()
 	c := &cluster{credsDir: filepath.Join(dir, "creds"), client: freePorts(t, nodes), monitor: freePorts(t, nodes)}
 	route := freePorts(t, nodes)
+	elsewhere := freePorts(t, nodes+1) // an isolated node's route listener, and a port nobody listens on
 	if err := natsauth.EnsureFiles(c.credsDir); err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +211,15 @@ func startCluster(t testing.TB, natsBin, dir string) *cluster {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// Partitioned: the node listens for routes where nobody dials and
+		// dials where nobody listens; its clients still reach it.
+		iso := strings.Replace(conf, fmt.Sprintf("listen: 127.0.0.1:%d", route[i]), fmt.Sprintf("listen: 127.0.0.1:%d", elsewhere[i]), 1)
+		iso = strings.Replace(iso, strings.Join(routes, "\n"), fmt.Sprintf("    nats-route://127.0.0.1:%d", elsewhere[nodes]), 1)
+		isoPath := filepath.Join(dir, fmt.Sprintf("n%d-isolated.conf", i))
+		if err := os.WriteFile(isoPath, []byte(iso), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.conf, c.isolated, c.store = append(c.conf, path), append(c.isolated, isoPath), append(c.store, store)
 		lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
 		if err != nil {
 			t.Fatal(err)
