@@ -34,7 +34,7 @@ type problem struct {
 type results struct {
 	problems                                 []problem
 	executions, events, sends, keys, orphans int
-	audit, replicas                          string
+	audit, replicas, linear                  string
 }
 
 // execEvents are one execution's events in stream order.
@@ -211,6 +211,17 @@ func check(t *testing.T, seed uint64, c *cluster, pcBin string, l *load, faults 
 			fail(evTime(ex[ids[1]].events[0].GetTimeUnixNano()), false, k, "intent %s has %d executions: %v", k, len(ids), ids)
 		}
 	}
+
+	// Per-intent decisions are linearizable (porcupine).
+	ledgerIDs := map[string]string{}
+	for k, ids := range byKey {
+		ledgerIDs[k] = ids[0]
+	}
+	bad, checked := linearizable(&l.decisions, ledgerIDs, l.hist.start)
+	for _, k := range bad {
+		fail(time.Now(), false, k, "the decisions on intent %s are not linearizable", k)
+	}
+	r.linear = fmt.Sprintf("%d intents, %d not linearizable", checked, len(bad))
 
 	// No execution dispatched twice (a resend is legal only after
 	// OUTCOME_UNKNOWN); every orphan became OUTCOME_UNKNOWN exactly once.

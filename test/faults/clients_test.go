@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -173,12 +172,13 @@ func (c cut) String() string {
 // load is the clients: Connect workers (Begin/MarkDispatched/effect/
 // RecordResult) and MCP workers (tools/call with an operation key).
 type load struct {
-	gws  []*gateway
-	tg   *target
-	acks *acks
-	hist *history
-	stop atomic.Bool
-	ops  atomic.Int64
+	decisions decisions
+	gws       []*gateway
+	tg        *target
+	acks      *acks
+	hist      *history
+	stop      atomic.Bool
+	ops       atomic.Int64
 }
 
 func (l *load) callCtx(cutHere bool, r *rand.Rand) (context.Context, context.CancelFunc) {
@@ -206,6 +206,7 @@ func (l *load) connectOp(key string, w int, r *rand.Rand) {
 		c := l.gws[gi].connect()
 		first := attempt == 0
 		ctx, cancel := l.callCtx(first && ct == cutBeforeAccept, r)
+		called := time.Now()
 		res, err := c.Begin(ctx, connect.NewRequest(&pb.BeginRequest{
 			Action: &pb.Action{Actor: fmt.Sprintf("%s%d", connectActor, w), Tool: "pay", Channel: "http", Target: "127.0.0.1/pay",
 				Method: "POST", Arguments: args, IntentScope: "campaign"},
@@ -214,16 +215,18 @@ func (l *load) connectOp(key string, w int, r *rand.Rand) {
 		}))
 		cancel()
 		if err != nil {
+			l.decisions.add(decision{client: w, key: key, call: called, pending: true})
 			l.hist.add(key, "gw%d Begin: %v", gi, err)
 			time.Sleep(retryPause)
 			continue
 		}
 		ex := res.Msg.GetExecution()
 		id := ex.GetExecutionId()
-		kind := ackBegin
+		kind, dk := ackBegin, decNew
 		if res.Msg.GetDecision() == pb.Decision_DECISION_ATTACHED {
-			kind = ackAttach
+			kind, dk = ackAttach, decAttached
 		}
+		l.decisions.add(decision{client: w, key: key, call: called, ret: time.Now(), kind: dk, id: id})
 		l.acks.add(kind, key, id)
 		l.hist.add(key, "gw%d Begin: %v %s state %v recovery %v", gi, res.Msg.GetDecision(), id, ex.GetState(), res.Msg.GetRecovery())
 		if res.Msg.GetDecision() != pb.Decision_DECISION_NEW && res.Msg.GetRecovery() != pb.Recovery_RECOVERY_RESUME {
@@ -317,17 +320,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (l *load) mcpWorker(w int, r *rand.Rand) {
 	for n := 0; !l.stop.Load(); n++ {
-		l.mcpOp(fmt.Sprintf("op-m%d-%d", w, n), r)
+		l.mcpOp(fmt.Sprintf("op-m%d-%d", w, n), w, r)
 		l.ops.Add(1)
 		time.Sleep(opPauseMin + time.Duration(r.Int64N(int64(opPauseMin))))
 	}
 }
 
-func (l *load) mcpOp(key string, r *rand.Rand) {
+func (l *load) mcpOp(key string, w int, r *rand.Rand) {
 	cutFirst := r.IntN(100) < 30
 	for attempt := 0; attempt < opAttempts && !l.stop.Load(); attempt++ {
 		gi := r.IntN(len(l.gws))
 		ctx, cancel := l.callCtx(attempt == 0 && cutFirst, r)
+		called := time.Now()
 		// Each call is its own agent process: its own transport, so a cut
 		// closes the connection the call travels on.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -343,6 +347,7 @@ func (l *load) mcpOp(key string, r *rand.Rand) {
 		cancel()
 		tr.CloseIdleConnections()
 		if err != nil {
+			l.decisions.add(decision{client: w, key: key, call: called, pending: true})
 			l.hist.add(key, "gw%d tools/call: %v", gi, err)
 			time.Sleep(retryPause)
 			continue
@@ -357,6 +362,9 @@ func (l *load) mcpOp(key string, r *rand.Rand) {
 		l.hist.add(key, "gw%d tools/call: %s %s (isError %v)", gi, rec.ExecutionID, rec.State, res.IsError)
 		if rec.ExecutionID != "" {
 			l.acks.add(ackMCP, key, rec.ExecutionID)
+			l.decisions.add(decision{client: w, key: key, call: called, ret: time.Now(), kind: decAny, id: rec.ExecutionID})
+		} else {
+			l.decisions.add(decision{client: w, key: key, call: called, pending: true})
 		}
 		if rec.State == "completed" || !res.IsError {
 			return
@@ -374,5 +382,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
-
-var _ = errors.New

@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -349,5 +348,3 @@ func runCmd(pcBin string, args ...string) (string, error) {
 	out, err := exec.Command(pcBin, args...).CombinedOutput()
 	return string(out), err
 }
-
-var _ = io.Discard
