@@ -337,8 +337,8 @@ func (r *results) table(faults []*fault, l *load) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s |\n", k, inj, rw.acked, rw.lost, rw.dup, un, rec)
 	}
 	fmt.Fprintf(&b, "\nAgent cuts happen throughout (every window); their acknowledged operations are counted in the window they fell in.\n")
-	fmt.Fprintf(&b, "Checked: %d executions, %d events, %d target requests (%d keys), %d orphaned dispatches resolved OUTCOME_UNKNOWN, decisions linearizable (porcupine): %s, audit verify %s, the 3 replicas of the executions stream agree: %s.\n",
-		r.executions, r.events, r.sends, r.keys, r.orphans, r.linear, r.audit, r.replicas)
+	fmt.Fprintf(&b, "Checked: %d executions, %d events, %d target requests (%d keys), %d orphaned dispatches resolved OUTCOME_UNKNOWN, decisions linearizable (porcupine): %s, live views: %s, audit verify %s, the 3 replicas of the executions stream agree: %s.\n",
+		r.executions, r.events, r.sends, r.keys, r.orphans, r.linear, r.views, r.audit, r.replicas)
 	return b.String()
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -34,7 +35,7 @@ type problem struct {
 type results struct {
 	problems                                 []problem
 	executions, events, sends, keys, orphans int
-	audit, replicas, linear                  string
+	audit, replicas, linear, views           string
 }
 
 // execEvents are one execution's events in stream order.
@@ -273,6 +274,9 @@ func check(t *testing.T, seed uint64, c *cluster, pcBin string, l *load, faults 
 		}
 	}
 
+	// Every gateway's live views equal the stream.
+	r.views = checkViews(t, seed, l.gws, ex)
+
 	// Every node holds the same copy.
 	r.replicas = checkReplicas(t, seed, c)
 
@@ -337,5 +341,66 @@ func checkReplicas(t *testing.T, seed uint64, c *cluster) string {
 			return "DISAGREE"
 		}
 		time.Sleep(500 * time.Millisecond) // a follower catching up
+	}
+}
+
+// viewsOf lists every execution in a gateway's live views: id → state.
+func viewsOf(g *gateway) (map[string]pb.State, error) {
+	out := map[string]pb.State{}
+	c := g.connect()
+	token := ""
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callWaitMax)
+		res, err := c.ListExecutions(ctx, connect.NewRequest(&pb.ListExecutionsRequest{PageSize: 1000, PageToken: token}))
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range res.Msg.GetExecutions() {
+			out[e.GetExecutionId()] = e.GetState()
+		}
+		if token = res.Msg.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}
+
+// checkViews waits (bounded) until every gateway's live views hold every
+// execution of the stream in the state of its last event, and reports the
+// differences left.
+func checkViews(t *testing.T, seed uint64, gws []*gateway, ex map[string]*execEvents) string {
+	want := map[string]pb.State{}
+	for id, e := range ex {
+		want[id] = e.events[len(e.events)-1].GetExecutionChanged().GetExecution().GetState()
+	}
+	deadline := time.Now().Add(readWaitMax)
+	for {
+		var diffs []string
+		for _, g := range gws {
+			got, err := viewsOf(g)
+			if err != nil {
+				diffs = append(diffs, fmt.Sprintf("%s: %v", g.name, err))
+				continue
+			}
+			n := 0
+			for _, id := range sortedKeys(want) {
+				if got[id] != want[id] {
+					if n++; n <= 3 {
+						diffs = append(diffs, fmt.Sprintf("%s: %s is %v, the stream says %v", g.name, id, got[id], want[id]))
+					}
+				}
+			}
+			if len(got) != len(want) {
+				diffs = append(diffs, fmt.Sprintf("%s: %d executions in the views, %d in the stream", g.name, len(got), len(want)))
+			}
+		}
+		if len(diffs) == 0 {
+			return fmt.Sprintf("%d gateways × %d executions equal", len(gws), len(want))
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("seed %d: the live views differ from the stream %v after the campaign:\n  %s", seed, readWaitMax, strings.Join(diffs, "\n  "))
+			return "DIFFER"
+		}
+		time.Sleep(500 * time.Millisecond) // views catching up
 	}
 }
