@@ -28,8 +28,9 @@ import (
 )
 
 var (
-	seedFlag     = flag.Uint64("seed", 0, "the campaign's seed (0: time-based, printed)")
-	durationFlag = flag.Duration("duration", 40*time.Second, "how long faults are injected")
+	seedFlag       = flag.Uint64("seed", 0, "the campaign's seed (0: time-based, printed)")
+	durationFlag   = flag.Duration("duration", 40*time.Second, "how long faults are injected")
+	strictReplicas = flag.Bool("strict-replicas", false, "fail when a replica whose store the campaign corrupted stays different (a nats-server finding, reported either way)")
 )
 
 const (
@@ -234,6 +235,7 @@ func inject(t *testing.T, seed uint64, duration time.Duration, c *cluster, gws [
 			f.what = c.nodes[i].name
 			c.nodes[i].kill()
 			f.what += " " + corrupt(t, r, c.store[i])
+			c.corrupted[i] = true
 			c.nodes[i].start(t)
 			c.waitNode(t, i)
 		}
@@ -334,7 +336,11 @@ func (r *results) table(faults []*fault, l *load) string {
 		if k == "(no fault window)" {
 			inj = "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s |\n", k, inj, rw.acked, rw.lost, rw.dup, un, rec)
+		lost := fmt.Sprint(rw.lost)
+		if k == faultCorrupt && r.replicaLost > 0 {
+			lost += fmt.Sprintf(" (%d messages on the corrupted replica)", r.replicaLost)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %s | %s |\n", k, inj, rw.acked, lost, rw.dup, un, rec)
 	}
 	fmt.Fprintf(&b, "\nAgent cuts happen throughout (every window); their acknowledged operations are counted in the window they fell in.\n")
 	fmt.Fprintf(&b, "Checked: %d executions, %d events, %d target requests (%d keys), %d orphaned dispatches resolved OUTCOME_UNKNOWN, decisions linearizable (porcupine): %s, live views: %s, audit verify %s, the 3 replicas of the executions stream agree: %s.\n",

@@ -93,6 +93,7 @@ func (p *proc) start(t testing.TB) {
 	defer p.mu.Unlock()
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", p.name, err)
 	}
@@ -135,13 +136,14 @@ func (p *proc) running() bool {
 
 // cluster is three nats-server processes and the ledger's credentials.
 type cluster struct {
-	credsDir string
-	client   []int
-	monitor  []int
-	nodes    []*proc
-	conf     []string // each node's configuration
-	isolated []string // the same with the routes to nowhere (a partition)
-	store    []string // each node's JetStream store
+	credsDir  string
+	client    []int
+	monitor   []int
+	nodes     []*proc
+	conf      []string     // each node's configuration
+	isolated  []string     // the same with the routes to nowhere (a partition)
+	store     []string     // each node's JetStream store
+	corrupted map[int]bool // nodes whose store a fault corrupted
 }
 
 func (c *cluster) url(i int) string { return "nats://127.0.0.1:" + strconv.Itoa(c.client[i]) }
@@ -169,7 +171,7 @@ func (c *cluster) creds(r natsauth.Role) string { return natsauth.Path(c.credsDi
 // 127.0.0.1) and starts the nodes.
 func startCluster(t testing.TB, natsBin, dir string) *cluster {
 	t.Helper()
-	c := &cluster{credsDir: filepath.Join(dir, "creds"), client: freePorts(t, nodes), monitor: freePorts(t, nodes)}
+	c := &cluster{credsDir: filepath.Join(dir, "creds"), client: freePorts(t, nodes), monitor: freePorts(t, nodes), corrupted: map[int]bool{}}
 	route := freePorts(t, nodes)
 	elsewhere := freePorts(t, nodes+1) // an isolated node's route listener, and a port nobody listens on
 	if err := natsauth.EnsureFiles(c.credsDir); err != nil {
