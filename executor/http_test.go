@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 const testID = "act_01M8MFY3Q2ABCDEFGHJKMNPQRS"
@@ -156,4 +157,51 @@ func TestStatusURL(t *testing.T) {
 	if u := StatusURL("https://t.example/status/{execution_id}?x={execution_id}", testID); u != "https://t.example/status/"+testID+"?x="+testID {
 		t.Fatal(u)
 	}
+}
+
+// A result is text the ledger can record: cut on a character boundary
+// within the cap, and bytes that are not UTF-8 replaced, never an
+// unrecordable string.
+func TestResultText(t *testing.T) {
+	straddle := strings.Repeat("x", MaxResultBytes-1) + "é" // the é's second byte is past the cap
+	for name, tc := range map[string]struct {
+		body      string
+		want      string
+		truncated bool
+	}{
+		"short":           {`{"ok":1}`, `{"ok":1}`, false},
+		"exactly the cap": {strings.Repeat("y", MaxResultBytes), strings.Repeat("y", MaxResultBytes), false},
+		"rune at the cap": {straddle, strings.Repeat("x", MaxResultBytes-1), true},
+		"not utf-8":       {"ok \xff\xfe done", "ok \uFFFD done", false},
+	} {
+		got, truncated := ResultText([]byte(tc.body))
+		if got != tc.want || truncated != tc.truncated {
+			t.Errorf("%s: %d bytes (truncated %v), want %d (%v)", name, len(got), truncated, len(tc.want), tc.truncated)
+		}
+	}
+}
+
+// FuzzResultText: target bodies are outside input. The stored form is
+// always valid UTF-8 within the cap, and an untouched body when it was
+// already both.
+func FuzzResultText(f *testing.F) {
+	f.Add([]byte(`{"ok":1}`), 0)
+	f.Add([]byte("\xe2\x82"), MaxResultBytes-1)
+	f.Add([]byte("\xff"), 10)
+	f.Fuzz(func(t *testing.T, tail []byte, pad int) {
+		if pad < 0 || pad > MaxResultBytes+8 {
+			return
+		}
+		body := append([]byte(strings.Repeat("a", pad)), tail...)
+		got, truncated := ResultText(body)
+		if len(got) > MaxResultBytes || !utf8.ValidString(got) {
+			t.Fatalf("%d bytes, valid %v", len(got), utf8.ValidString(got))
+		}
+		if utf8.Valid(body) && len(body) <= MaxResultBytes && (got != string(body) || truncated) {
+			t.Fatal("a body within the cap was changed")
+		}
+		if truncated && !strings.HasPrefix(strings.ToValidUTF8(string(body), "\uFFFD"), got) {
+			t.Fatal("the cut is not a prefix of the body")
+		}
+	})
 }
