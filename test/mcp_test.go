@@ -430,7 +430,8 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 	}
 	defer s.Close()
 	secret := "tok-very-secret-9f8e7d"
-	if _, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": "r1", "token": secret}}); err != nil {
+	visible := "release-visible-5c1a"
+	if _, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": visible, "token": secret}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range subjectEvents(t, ledgerStream(t, g), "pc.>") {
@@ -438,6 +439,7 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 			t.Fatalf("secret in event %s", ev.GetEventId())
 		}
 	}
+	scanStored(t, g, secret, visible)
 	if l := logs.String(); len(l) == 0 || strings.Contains(l, secret) {
 		t.Fatalf("logs (%d bytes) hold the secret, or nothing was logged", len(l))
 	}
