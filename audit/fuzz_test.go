@@ -17,8 +17,8 @@ func FuzzExportLines(f *testing.F) {
 	f.Add([]byte("not json\n"))
 	f.Add([]byte(`{"seq":18446744073709551615,"data":null}` + "\n" + `{"seq":1}` + "\n"))
 	f.Add([]byte(`{"seq":1,"data":"////"}`))
+	dir := f.TempDir() // one per worker process; inputs run one at a time
 	f.Fuzz(func(t *testing.T, lines []byte) {
-		dir := t.TempDir()
 		man := Manifest{Streams: map[string]StreamExport{"executions": {File: "executions.jsonl", Events: 1, LastSeq: 1}}, Gateways: map[string]string{}}
 		writeExport(t, dir, man, lines)
 		rep, err := ReadExport(dir)
@@ -48,8 +48,8 @@ func FuzzExportManifest(f *testing.F) {
 	f.Add([]byte(`{"filter":"pc.exec.>","streams":{}}`))
 	f.Add([]byte(`{"streams":{"a":{"file":"executions.jsonl","checkpoints":true}},"gateways":{"gw":"00"}}`))
 	f.Add([]byte(`{"streams":null,"gateways":{"gw":"` + string(bytes.Repeat([]byte("ab"), 32)) + `"}}`))
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, manifest []byte) {
-		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), manifest, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -20,8 +20,8 @@ func FuzzKeyFile(f *testing.F) {
 	f.Add([]byte(strings.Repeat("zz", KeySize)))
 	f.Add([]byte(strings.Repeat("ab", KeySize) + "\n\n"))
 	f.Add([]byte{})
+	dir := f.TempDir() // one per worker process; inputs run one at a time
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, KeyFile), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
