@@ -34,8 +34,11 @@ func TestMCPConcurrentCallTwoGatewaysOneEffect(t *testing.T) {
 			sessions = append(sessions, s)
 		}
 	}
-	params := &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": "2026.08.01"},
-		Meta: sdk.Meta{"io.portcullis/intent-scope": "run:concurrent"}}
+	// Each caller builds its own params: the SDK writes into a call's _meta.
+	params := func() *sdk.CallToolParams {
+		return &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": "2026.08.01"},
+			Meta: sdk.Meta{"io.portcullis/intent-scope": "run:concurrent"}}
+	}
 	start := make(chan struct{})
 	recs := make([]map[string]any, len(sessions))
 	errs := make([]error, len(sessions))
@@ -45,7 +48,7 @@ func TestMCPConcurrentCallTwoGatewaysOneEffect(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			r, err := s.CallTool(context.Background(), params)
+			r, err := s.CallTool(context.Background(), params())
 			if err != nil {
 				errs[i] = err
 				return
