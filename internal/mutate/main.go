@@ -242,8 +242,8 @@ func load(dir string, names []string) ([]Canary, error) {
 	var out []Canary
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".mut")
-		if len(want) > 0 && !want[name] {
-			continue
+		if len(names) > 0 && !want[name] {
+			continue // not asked for (names, once all found, must not select the rest)
 		}
 		delete(want, name)
 		b, err := os.ReadFile(p)
