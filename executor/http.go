@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits of the HTTP executor.
@@ -125,11 +126,27 @@ func (h *HTTP) Do(r HTTPRequest) Outcome {
 		return Outcome{Observed: Answered, Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Reason: "body lost: " + err.Error()}
 	}
 	o := Outcome{Observed: Answered, Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
-	if len(body) > MaxResultBytes {
-		body, o.Truncated = body[:MaxResultBytes], true
-	}
-	o.Body = string(body)
+	o.Body, o.Truncated = ResultText(body)
 	return o
+}
+
+// ResultText is the stored form of a result body: at most MaxResultBytes,
+// cut on a character boundary (truncated reports a cut), and valid UTF-8
+// (the ledger's result fields are text: bytes that are not UTF-8 are
+// replaced by U+FFFD rather than making the result unrecordable).
+func ResultText(body []byte) (text string, truncated bool) {
+	text = string(body)
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	if len(text) <= MaxResultBytes {
+		return text, false
+	}
+	cut := MaxResultBytes
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut-- // the rune straddles the cap: leave it out
+	}
+	return text[:cut], true
 }
 
 // StatusURL fills a status URL template with the execution id.

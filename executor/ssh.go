@@ -26,6 +26,7 @@ const (
 	alreadyStarted  = 222 // wrapper exit status: this execution was started before
 	sshDialTimeout  = 10 * time.Second
 	markerPollEvery = 100 * time.Millisecond
+	maxExitStatus   = 255 // a shell's exit status is 0..255
 )
 
 // SSHRequest is one dispatch to an ssh target.
@@ -145,6 +146,12 @@ func (s SSH) Ask(ctx context.Context, r SSHRequest) (Marker, int, string, error)
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("ask marker: %w", err)
 	}
+	return parseMarker(b)
+}
+
+// parseMarker reads the marker query's output: "absent", "running", or
+// "done CODE" followed by the command's output.
+func parseMarker(b []byte) (Marker, int, string, error) {
 	head, body, _ := strings.Cut(string(b), "\n")
 	switch {
 	case head == "absent":
@@ -153,7 +160,7 @@ func (s SSH) Ask(ctx context.Context, r SSHRequest) (Marker, int, string, error)
 		return MarkerRunning, 0, "", nil
 	case strings.HasPrefix(head, "done "):
 		code, err := strconv.Atoi(strings.TrimPrefix(head, "done "))
-		if err != nil {
+		if err != nil || code < 0 || code > maxExitStatus {
 			return 0, 0, "", fmt.Errorf("marker exit status %q", head)
 		}
 		return MarkerDone, code, body, nil

@@ -119,6 +119,14 @@ func (g *Gateway) callUpstream(t config.Tool, args []byte) executor.Outcome {
 		}
 		return executor.Outcome{Observed: executor.Unknown, Reason: "the call was handed to the upstream, no answer: " + why}
 	}
+	return upstreamOutcome(res)
+}
+
+// upstreamOutcome is the stored form of an upstream's CallToolResult:
+// status 1 for a tool error, 0 otherwise, the result's JSON as the body
+// (within the result cap, as text the ledger can record; a cut body is
+// marked truncated).
+func upstreamOutcome(res *sdk.CallToolResult) executor.Outcome {
 	body, err := json.Marshal(res)
 	if err != nil {
 		return executor.Outcome{Observed: executor.Unknown, Reason: "unreadable upstream answer: " + err.Error()}
@@ -127,10 +135,9 @@ func (g *Gateway) callUpstream(t config.Tool, args []byte) executor.Outcome {
 	if res.IsError {
 		status = 1
 	}
-	if len(body) > executor.MaxResultBytes {
-		body = body[:executor.MaxResultBytes]
-	}
-	return executor.Outcome{Observed: executor.Answered, Status: status, Body: string(body), ContentType: mcpResultType}
+	o := executor.Outcome{Observed: executor.Answered, Status: status, ContentType: mcpResultType}
+	o.Body, o.Truncated = executor.ResultText(body)
+	return o
 }
 
 // mcpResultType marks a stored result that is an upstream CallToolResult.

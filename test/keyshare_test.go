@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/server"
@@ -56,4 +61,57 @@ func TestJoiningGatewayAdoptsSharedKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "fingerprint key differs") {
 		t.Fatalf("gateway with another key: %v", err)
 	}
+}
+
+// --no-share-fingerprint-key: the key never enters the ledger (the meta
+// stream holds only its check value), so a gateway joining without the key
+// cannot adopt it and refuses to start; given the key, it joins.
+func TestNoShareFingerprintKey(t *testing.T) {
+	ctx := context.Background()
+	dir1 := t.TempDir()
+	o := server.Options{DataDir: dir1, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsListen: "127.0.0.1:-1",
+		NoShareKey: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), GatewayID: "gw-private"}
+	g1, err := server.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g1.Close(ctx)
+	nc, err := nats.Connect(g1.NatsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := js.Stream(ctx, "PORTCULLIS_META")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.GetLastMsgForSubject(ctx, "pc.meta.fingerprint_key_check"); err != nil {
+		t.Fatalf("no key check recorded: %v", err)
+	}
+	if m, err := meta.GetLastMsgForSubject(ctx, "pc.meta.fingerprint_key"); err == nil {
+		t.Fatalf("the key was shared through the ledger (%d bytes) despite --no-share-fingerprint-key", len(m.Data))
+	}
+	join := func(key string) (*server.Gateway, error) {
+		return server.Start(ctx, server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: o.ConfigPath, NatsURL: g1.NatsURL,
+			FingerprintKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), GatewayID: "gw-joiner"})
+	}
+	if g, err := join(""); err == nil || !strings.Contains(err.Error(), "fingerprint key differs") {
+		if g != nil {
+			g.Close(ctx)
+		}
+		t.Fatalf("a gateway without the key joined a ledger that does not share it: %v", err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir1, "fingerprint.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := join(strings.TrimSpace(string(key)))
+	if err != nil {
+		t.Fatalf("a gateway given the key: %v", err)
+	}
+	g2.Close(ctx)
 }

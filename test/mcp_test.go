@@ -33,6 +33,7 @@ type target struct {
 	*httptest.Server
 	performed atomic.Int32
 	seen      atomic.Int32 // requests received, including repeats
+	finished  atomic.Int32 // first requests whose work is done
 	delay     atomic.Int64 // nanoseconds each first request takes
 	mu        sync.Mutex
 	done      map[string]string // key → answer
@@ -66,7 +67,8 @@ func newTargetB(t testing.TB) *target {
 		}
 		tg.mu.Unlock()
 		if !again {
-			time.Sleep(time.Duration(tg.delay.Load()))
+			time.Sleep(time.Duration(tg.delay.Load())) // the target's work
+			tg.finished.Add(1)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
@@ -214,11 +216,16 @@ func TestMCPConnectionCutThenRetryAttaches(t *testing.T) {
 		}
 		args := map[string]any{"release_id": fmt.Sprintf("2026.07.%d", 22+i)}
 		meta := sdk.Meta{"io.portcullis/intent-scope": "run:5f8097"}
-		cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		want := int32(i + 1)
+		reached := func() bool { return tg.seen.Load() >= want }
+		cctx, cancel := cutWhen(reached)
 		_, err = s1.CallTool(cctx, &sdk.CallToolParams{Name: "deploy_release", Arguments: args, Meta: meta})
 		cancel()
 		if err == nil {
 			t.Fatal("the first call should have been cut")
+		}
+		if !reached() || tg.finished.Load() >= want {
+			t.Fatalf("the cut did not come while the target was working (received %d, finished %d)", tg.seen.Load(), tg.finished.Load())
 		}
 		s1.Close()
 		s2, err := mcpSession(t, retryVia, agentToken)
@@ -240,6 +247,35 @@ func TestMCPConnectionCutThenRetryAttaches(t *testing.T) {
 	}
 	if tg.seen.Load() != 2 {
 		t.Fatalf("target received %d requests, want 2", tg.seen.Load())
+	}
+}
+
+// cutWhen returns a context the agent's call runs under: it is cancelled
+// (the connection cut) as soon as reached reports that the call got where
+// the test wants the cut, or after waitMax when it never does (the test
+// then checks reached and fails).
+func cutWhen(reached func() bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for stop := time.Now().Add(waitMax); !reached() && time.Now().Before(stop); {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
+// waitMax bounds every wait on observable state in these tests.
+const waitMax = 30 * time.Second
+
+// waitFor waits until cond holds (bounded by waitMax).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for stop := time.Now().Add(waitMax); !cond(); {
+		if time.Now().After(stop) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -280,7 +316,7 @@ func TestMCPUnknownOutcomeRecovery(t *testing.T) {
 		if first := call(tc.tool, args); first["state"] != "outcome_unknown" {
 			t.Fatalf("%s first call: %v", tc.tool, first)
 		}
-		time.Sleep(500 * time.Millisecond) // the target finishes its work
+		waitFor(t, "the target finishes its work", func() bool { return tg.finished.Load() >= tg.performed.Load() })
 		tg.delay.Store(0)
 		retry := call(tc.tool, args)
 		if retry["state"] != tc.wantRetry {
@@ -437,7 +473,8 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 	}
 	defer s.Close()
 	secret := "tok-very-secret-9f8e7d"
-	if _, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": "r1", "token": secret}}); err != nil {
+	visible := "release-visible-5c1a"
+	if _, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": visible, "token": secret}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, ev := range subjectEvents(t, ledgerStream(t, g), "pc.>") {
@@ -445,6 +482,7 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 			t.Fatalf("secret in event %s", ev.GetEventId())
 		}
 	}
+	scanStored(t, g, secret, visible)
 	if l := logs.String(); len(l) == 0 || strings.Contains(l, secret) {
 		t.Fatalf("logs (%d bytes) hold the secret, or nothing was logged", len(l))
 	}

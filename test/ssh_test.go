@@ -67,8 +67,10 @@ func startSSHD(t *testing.T) *sshd {
 	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(clientPub), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
+	// The remote account's HOME is the test's own directory, so markers
+	// land under it, never in the real home.
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
@@ -83,7 +85,8 @@ KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
 PidFile %s/sshd.pid
-`, port, dir, dir, dir)
+SetEnv HOME=%s
+`, port, dir, dir, dir, home)
 	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -149,12 +152,16 @@ func TestMCPSSHExecutorRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	started := func() bool { b, _ := os.ReadFile(runs); return strings.Contains(string(b), "run") }
+	cctx, cancel := cutWhen(started) // cut once the remote command runs
 	_, err = s1.CallTool(cctx, &sdk.CallToolParams{Name: "migrate_db", Arguments: args, Meta: meta})
 	cancel()
 	s1.Close()
 	if err == nil {
 		t.Fatal("the first call should have been cut")
+	}
+	if !started() {
+		t.Fatal("the first call never reached the remote host before the cut")
 	}
 	s2, err := mcpSession(t, g, agentToken)
 	if err != nil {
@@ -184,7 +191,11 @@ func TestMCPSSHExecutorRunsOnce(t *testing.T) {
 	if st := structured(t, first)["state"]; st != "outcome_unknown" {
 		t.Fatalf("slow first call: %v", structured(t, first))
 	}
-	time.Sleep(1500 * time.Millisecond)
+	slowID := structured(t, first)["execution_id"].(string)
+	waitFor(t, "the slow command finishes (its marker holds an exit status)", func() bool {
+		_, err := os.Stat(filepath.Join(sd.home, ".portcullis", "runs", slowID, "exit"))
+		return err == nil
+	})
 	again, err := s2.CallTool(context.Background(), &sdk.CallToolParams{Name: "migrate_db_slow", Arguments: args, Meta: meta})
 	if err != nil {
 		t.Fatal(err)

@@ -110,7 +110,14 @@ func run(c Canary, timeout time.Duration) (verdict, detail string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if out, err := command(ctx, scratch, "go", "build", "./..."); err != nil {
+	// Only the mutated packages are built here (no binaries linked); the
+	// test run builds what the named tests need, and a mutant they cannot
+	// build is invalid, not killed.
+	build := []string{"build"}
+	for _, dir := range editedDirs(c) {
+		build = append(build, "./"+dir)
+	}
+	if out, err := command(ctx, scratch, "go", build...); err != nil {
 		return "invalid", "the mutant does not build:\n" + tail(out)
 	}
 	args := append([]string{"test", "-count=1"}, c.Tests...)
@@ -118,6 +125,8 @@ func run(c Canary, timeout time.Duration) (verdict, detail string) {
 	switch {
 	case ctx.Err() != nil:
 		return "invalid", fmt.Sprintf("timed out after %s:\n%s", timeout, tail(out))
+	case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
+		return "invalid", "the named tests do not build against the mutant:\n" + tail(out)
 	case err == nil:
 		return "survived", "go " + strings.Join(args, " ") + " passed with the mutation applied:\n" + tail(out)
 	case bytes.Contains(out, []byte("no test files")) || bytes.Contains(out, []byte("testing: warning: no tests to run")):
@@ -126,10 +135,26 @@ func run(c Canary, timeout time.Duration) (verdict, detail string) {
 	return "killed", ""
 }
 
+// editedDirs are the package directories c changes, each once.
+func editedDirs(c Canary) []string {
+	seen := map[string]bool{}
+	var dirs []string
+	for _, e := range c.Edits {
+		d := filepath.ToSlash(filepath.Dir(e.File))
+		if !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
 func command(ctx context.Context, dir, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PORTCULLIS_MUTANT=1")
+	// -trimpath keeps the scratch directory out of the build cache's keys,
+	// so the packages a canary does not touch are not compiled again.
+	cmd.Env = append(os.Environ(), "PORTCULLIS_MUTANT=1", "GOFLAGS=-trimpath "+os.Getenv("GOFLAGS"))
 	return cmd.CombinedOutput()
 }
 
@@ -217,8 +242,8 @@ func load(dir string, names []string) ([]Canary, error) {
 	var out []Canary
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".mut")
-		if len(want) > 0 && !want[name] {
-			continue
+		if len(names) > 0 && !want[name] {
+			continue // not asked for (names, once all found, must not select the rest)
 		}
 		delete(want, name)
 		b, err := os.ReadFile(p)

@@ -69,3 +69,10 @@ func TestRepositoryCanariesParse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestEditedDirs(t *testing.T) {
+	c := Canary{Edits: []Edit{{File: "auth/policy.go"}, {File: "gateway/caller.go"}, {File: "auth/token.go"}}}
+	if got := editedDirs(c); !reflect.DeepEqual(got, []string{"auth", "gateway"}) {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,72 @@
+package dispatch_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/dispatch"
+	"github.com/portcullis-dev/portcullis/executor"
+)
+
+const execID = "act_01M8MFY3Q2ABCDEFGHJKMNPQRS"
+
+// The HTTP executor sends the execution id in the tool's
+// idempotency_header, and reads the status URL: 2xx is done (with the
+// target's answer), 404 is absence, anything else settles nothing.
+func TestHTTPExecutorSendAndStatus(t *testing.T) {
+	var mu sync.Mutex
+	var headers []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		headers = append(headers, r.Header.Clone())
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/status/done-" + execID:
+			io.WriteString(w, `{"release":"r-1"}`)
+		case "/status/absent-" + execID:
+			http.NotFound(w, r)
+		case "/status/broken-" + execID:
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	}))
+	defer srv.Close()
+	h := dispatch.HTTPExecutor{Client: executor.NewHTTP()}
+	tool := config.Tool{Name: "deploy", Channel: "http", Method: http.MethodPost, Target: srv.URL + "/releases", IdempotencyHeader: "X-Request-Id"}
+	if o := h.Send(tool, execID, []byte(`{"a":1}`)); o.Observed != executor.Answered || o.Status != http.StatusCreated {
+		t.Fatalf("send: %+v", o)
+	}
+	mu.Lock()
+	sent := headers[0]
+	mu.Unlock()
+	if sent.Get("X-Request-Id") != execID || sent.Get("Idempotency-Key") != "" {
+		t.Fatalf("idempotency_header X-Request-Id: sent %q, Idempotency-Key %q", sent.Get("X-Request-Id"), sent.Get("Idempotency-Key"))
+	}
+	for _, tc := range []struct {
+		prefix string
+		want   dispatch.Finding
+	}{{"done-", dispatch.Done}, {"absent-", dispatch.Absent}, {"broken-", dispatch.Unsettled}} {
+		tool.StatusURL = srv.URL + "/status/" + tc.prefix + "{execution_id}"
+		st := h.Status(context.Background(), tool, execID)
+		if st.Finding != tc.want {
+			t.Fatalf("status %s: %+v, want finding %v", tc.prefix, st, tc.want)
+		}
+		if tc.want == dispatch.Done && (st.Code != 200 || st.Body != `{"release":"r-1"}`) {
+			t.Fatalf("done: %+v", st)
+		}
+		if tc.want == dispatch.Absent && !strings.Contains(st.Evidence, "404") {
+			t.Fatalf("absent without its evidence: %+v", st)
+		}
+	}
+	tool.StatusURL = ""
+	if st := h.Status(context.Background(), tool, execID); st.Finding != dispatch.Unsettled {
+		t.Fatalf("no status_url: %+v", st)
+	}
+}

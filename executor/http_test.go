@@ -1,0 +1,207 @@
+package executor
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+const testID = "act_01M8MFY3Q2ABCDEFGHJKMNPQRS"
+
+// listener is a raw TCP listener on 127.0.0.1 that does what each test
+// needs with the one connection it accepts.
+func listener(t *testing.T, handle func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/op"
+}
+
+// readRequest reads the request's header block: the request reached the
+// target.
+func readRequest(c net.Conn) {
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil || line == "\r\n" {
+			return
+		}
+	}
+}
+
+func TestHTTPNotSentWhenNothingLeft(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/op"
+	ln.Close() // nobody listens: the connection is refused before a byte is written
+	o := NewHTTP().Do(HTTPRequest{URL: url, ExecutionID: testID, Timeout: 2 * time.Second})
+	if o.Observed != NotSent {
+		t.Fatalf("refused connection: %+v, want NotSent", o)
+	}
+	// A credential that cannot be read refuses before anything is sent.
+	o = NewHTTP().Do(HTTPRequest{URL: url, ExecutionID: testID, CredentialRef: "env:PORTCULLIS_TEST_UNSET_CREDENTIAL"})
+	if o.Observed != NotSent || !strings.Contains(o.Reason, "vault is locked") {
+		t.Fatalf("missing credential: %+v", o)
+	}
+}
+
+func TestHTTPUnknownAfterTheRequestLeft(t *testing.T) {
+	reached := make(chan struct{}, 2)
+	closesEarly := listener(t, func(c net.Conn) { // reads the request, closes without an answer
+		readRequest(c)
+		reached <- struct{}{}
+		c.Close()
+	})
+	hangs := listener(t, func(c net.Conn) { // reads the request, never answers
+		readRequest(c)
+		reached <- struct{}{}
+		io.Copy(io.Discard, c)
+	})
+	for name, url := range map[string]string{"closes early": closesEarly, "hangs": hangs} {
+		o := NewHTTP().Do(HTTPRequest{URL: url, Body: []byte(`{"a":1}`), ExecutionID: testID, Timeout: 300 * time.Millisecond})
+		select {
+		case <-reached:
+		default:
+			t.Fatalf("%s: the request never reached the target", name)
+		}
+		if o.Observed != Unknown {
+			t.Fatalf("%s: %+v, want Unknown", name, o)
+		}
+	}
+}
+
+func TestHTTPAnswerIsRecorded(t *testing.T) {
+	big := strings.Repeat("x", MaxResultBytes+1000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			io.WriteString(w, big)
+		case "/exact":
+			io.WriteString(w, big[:MaxResultBytes])
+		case "/redirect":
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		case "/elsewhere":
+			t.Error("a redirect was followed")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"error":"busy"}`)
+		}
+	}))
+	defer srv.Close()
+	h := NewHTTP()
+	o := h.Do(HTTPRequest{URL: srv.URL + "/big", ExecutionID: testID})
+	if o.Observed != Answered || len(o.Body) != MaxResultBytes || !o.Truncated {
+		t.Fatalf("a body over the cap: %d bytes, truncated %v, want %d and true", len(o.Body), o.Truncated, MaxResultBytes)
+	}
+	o = h.Do(HTTPRequest{URL: srv.URL + "/exact", ExecutionID: testID})
+	if len(o.Body) != MaxResultBytes || o.Truncated {
+		t.Fatalf("a body of exactly the cap: %d bytes, truncated %v", len(o.Body), o.Truncated)
+	}
+	o = h.Do(HTTPRequest{URL: srv.URL + "/redirect", ExecutionID: testID})
+	if o.Observed != Answered || o.Status != http.StatusFound {
+		t.Fatalf("redirect: %+v, want the 302 recorded", o)
+	}
+	o = h.Do(HTTPRequest{URL: srv.URL + "/error", ExecutionID: testID})
+	if o.Observed != Answered || o.Status != http.StatusConflict || o.Body != `{"error":"busy"}` || o.ContentType != "application/json" {
+		t.Fatalf("an error status is a result: %+v", o)
+	}
+}
+
+func TestHTTPIdempotencyHeader(t *testing.T) {
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	defer srv.Close()
+	t.Setenv("PORTCULLIS_TEST_CREDENTIAL", "s3cret")
+	for _, tc := range []struct{ configured, want string }{{"", "Idempotency-Key"}, {"X-Request-Id", "X-Request-Id"}} {
+		o := NewHTTP().Do(HTTPRequest{URL: srv.URL, ExecutionID: testID, IdemHeader: tc.configured, CredentialRef: "env:PORTCULLIS_TEST_CREDENTIAL"})
+		if o.Observed != Answered {
+			t.Fatal(o)
+		}
+		h := <-got
+		if h.Get(tc.want) != testID {
+			t.Fatalf("header %s = %q, want the execution id", tc.want, h.Get(tc.want))
+		}
+		if tc.want != DefaultIdemHeader && h.Get(DefaultIdemHeader) != "" {
+			t.Fatalf("idempotency_header %s configured, yet Idempotency-Key was sent too", tc.want)
+		}
+		if h.Get("Authorization") != "Bearer s3cret" {
+			t.Fatalf("credential: %q", h.Get("Authorization"))
+		}
+	}
+}
+
+func TestStatusURL(t *testing.T) {
+	if u := StatusURL("https://t.example/status/{execution_id}?x={execution_id}", testID); u != "https://t.example/status/"+testID+"?x="+testID {
+		t.Fatal(u)
+	}
+}
+
+// A result is text the ledger can record: cut on a character boundary
+// within the cap, and bytes that are not UTF-8 replaced, never an
+// unrecordable string.
+func TestResultText(t *testing.T) {
+	straddle := strings.Repeat("x", MaxResultBytes-1) + "é" // the é's second byte is past the cap
+	for name, tc := range map[string]struct {
+		body      string
+		want      string
+		truncated bool
+	}{
+		"short":           {`{"ok":1}`, `{"ok":1}`, false},
+		"exactly the cap": {strings.Repeat("y", MaxResultBytes), strings.Repeat("y", MaxResultBytes), false},
+		"rune at the cap": {straddle, strings.Repeat("x", MaxResultBytes-1), true},
+		"not utf-8":       {"ok \xff\xfe done", "ok \uFFFD done", false},
+	} {
+		got, truncated := ResultText([]byte(tc.body))
+		if got != tc.want || truncated != tc.truncated {
+			t.Errorf("%s: %d bytes (truncated %v), want %d (%v)", name, len(got), truncated, len(tc.want), tc.truncated)
+		}
+	}
+}
+
+// FuzzResultText: target bodies are outside input. The stored form is
+// always valid UTF-8 within the cap, and an untouched body when it was
+// already both.
+func FuzzResultText(f *testing.F) {
+	f.Add([]byte(`{"ok":1}`), 0)
+	f.Add([]byte("\xe2\x82"), MaxResultBytes-1)
+	f.Add([]byte("\xff"), 10)
+	f.Fuzz(func(t *testing.T, tail []byte, pad int) {
+		if pad < 0 || pad > MaxResultBytes+8 {
+			return
+		}
+		body := append([]byte(strings.Repeat("a", pad)), tail...)
+		got, truncated := ResultText(body)
+		if len(got) > MaxResultBytes || !utf8.ValidString(got) {
+			t.Fatalf("%d bytes, valid %v", len(got), utf8.ValidString(got))
+		}
+		if utf8.Valid(body) && len(body) <= MaxResultBytes && (got != string(body) || truncated) {
+			t.Fatal("a body within the cap was changed")
+		}
+		if truncated && !strings.HasPrefix(strings.ToValidUTF8(string(body), "\uFFFD"), got) {
+			t.Fatal("the cut is not a prefix of the body")
+		}
+	})
+}
