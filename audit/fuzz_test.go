@@ -19,9 +19,9 @@ func FuzzExportLines(f *testing.F) {
 	f.Add([]byte(`{"seq":1,"data":"////"}`))
 	dir := f.TempDir() // one per worker process; inputs run one at a time
 	f.Fuzz(func(t *testing.T, lines []byte) {
-		man := Manifest{Streams: map[string]StreamExport{"executions": {File: "executions.jsonl", Events: 1, LastSeq: 1}}, Gateways: map[string]string{}}
+		man := Manifest{Streams: map[string]StreamExport{"executions": {File: "executions.jsonl", Events: 1, LastSeq: 1}}, Gateways: map[string][]string{}}
 		writeExport(t, dir, man, lines)
-		rep, err := ReadExport(dir)
+		rep, err := ReadExport(dir, VerifyOptions{})
 		if err != nil {
 			return // a line beyond the scanner's buffer
 		}
@@ -56,7 +56,7 @@ func FuzzExportManifest(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "executions.jsonl"), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := ReadExport(dir)
+		rep, err := ReadExport(dir, VerifyOptions{})
 		var m Manifest
 		if json.Unmarshal(manifest, &m) == nil && m.Filter != "" && (err == nil || rep.OK) {
 			t.Fatalf("a partial export was verified: %s", manifest)

@@ -25,28 +25,28 @@ import (
 // startLedgerWith starts a gateway (real embedded JetStream and Pebble)
 // with the tools of yaml and returns its ledger.
 func startLedgerWith(t *testing.T, yaml string) *ledger.Service {
-	return startLedgerClock(t, yaml, nil)
+	return startLedgerYAMLClock(t, yaml, nil)
 }
 
-// clock is a ledger clock the test moves.
-type clock struct {
+// orderClock is a ledger clock the test moves.
+type orderClock struct {
 	mu  sync.Mutex
 	off time.Duration
 }
 
-func (c *clock) now() time.Time {
+func (c *orderClock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return time.Now().Add(c.off)
 }
 
-func (c *clock) advance(d time.Duration) {
+func (c *orderClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.off += d
 	c.mu.Unlock()
 }
 
-func startLedgerClock(t *testing.T, yaml string, clk *clock) *ledger.Service {
+func startLedgerYAMLClock(t *testing.T, yaml string, clk *orderClock) *ledger.Service {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "p.yaml")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
@@ -195,8 +195,8 @@ func TestDriverStatusQuery(t *testing.T) {
 		{"done-resolves", dispatch.Status{Finding: dispatch.Done, Code: 200, Body: `{"ok":1}`, Evidence: "the status endpoint answered 200"}, 1, dispatch.StateCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &clock{}
-			l := startLedgerClock(t, orderTools, clk)
+			clk := &orderClock{}
+			l := startLedgerYAMLClock(t, orderTools, clk)
 			ex := &scripted{l: l, status: tc.status, script: []executor.Outcome{
 				{Observed: executor.Unknown, Reason: "the connection dropped after the request was written"},
 				answered("x"),
