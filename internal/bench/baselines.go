@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 )
 
@@ -56,7 +57,7 @@ func postgresTable(pg *pgtest.Server) workload {
 		for _, c := range conns {
 			c.Release()
 		}
-		body := make([]byte, rawPayload)
+		body := make([]byte, benchkit.RawPayload)
 		return func(ctx context.Context, _, i int) error {
 			key, exec := "intent-"+strconv.Itoa(i), "exec-"+strconv.Itoa(i)
 			tx, err := pool.Begin(ctx)
@@ -197,7 +198,7 @@ func redisSetNX(r *redisServer) workload {
 			closeAll()
 			return nil, nil, err
 		}
-		val := strings.Repeat("x", rawPayload)
+		val := strings.Repeat("x", benchkit.RawPayload)
 		return func(_ context.Context, c, i int) error {
 			return conns[c].do("SET", "intent-"+strconv.Itoa(i), val, "NX")
 		}, closeAll, nil

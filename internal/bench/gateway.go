@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/fingerprint"
+	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/server"
 )
@@ -99,14 +100,7 @@ func startGW(ctx context.Context, config string, join *gw, id string) (*gw, erro
 	return &gw{Gateway: g, dir: dir}, nil
 }
 
-// httpClient keeps a connection per caller open (the default transport
-// keeps 2 idle per host, so 64 callers would reconnect all the time).
-func httpClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 1024
-	t.MaxIdleConnsPerHost = 1024
-	return &http.Client{Transport: t}
-}
+func httpClient() *http.Client { return benchkit.HTTPClient() }
 
 func benchAction(i int, run string) fingerprint.Action {
 	return fingerprint.Action{

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
 )
 
@@ -101,9 +102,10 @@ func run() error {
 			suites = append(suites, suite{series, unit, w()})
 		}
 	}
-	add(seriesRaw1, "appends/s", func() workload { return rawCeiling(1, rawGrouped) })
-	add(seriesRaw1Plain, "appends/s", func() workload { return rawCeiling(1, rawPlain) })
-	add(seriesRawN(*shards), "appends/s", func() workload { return rawCeiling(*shards, rawGrouped) })
+	add(seriesRaw1, "appends/s", func() workload { return rawCeiling(1, benchkit.Grouped) })
+	add(seriesRaw1Plain, "appends/s", func() workload { return rawCeiling(1, benchkit.Plain) })
+	add(seriesRawN(*shards), "appends/s", func() workload { return rawCeiling(*shards, benchkit.Grouped) })
+	add(seriesRawNPlain(*shards), "appends/s", func() workload { return rawCeiling(*shards, benchkit.Plain) })
 	add(seriesPG, "decisions/s", func() workload { return postgresTable(pg) })
 	add(seriesRedis, "decisions/s", func() workload { return redisSetNX(rd) })
 	add(seriesBegin, "decisions/s", func() workload { return beginNew(false) })
@@ -172,8 +174,9 @@ const (
 	seriesMCP            = "tools/call, Portcullis"
 )
 
-func seriesRawN(n int) string { return fmt.Sprintf("raw ceiling, %d streams", n) }
-func seriesHot(n int) string  { return fmt.Sprintf("hot account, %d closed", n) }
+func seriesRawN(n int) string      { return fmt.Sprintf("raw ceiling, %d streams", n) }
+func seriesRawNPlain(n int) string { return fmt.Sprintf("raw plain CAS, %d streams", n) }
+func seriesHot(n int) string       { return fmt.Sprintf("hot account, %d closed", n) }
 
 // hotAccount: one account, two gateways on one ledger, 64 callers; the
 // account first gets closed operations, then ops reserve+settle are timed.

@@ -144,7 +144,7 @@ func reserveSpread(viaConnect bool) workload {
 			if err != nil {
 				return err
 			}
-			if r.Msg.Decision.GetOutcome() != string(budget.OutcomeHeld) {
+			if r.Msg.Decision.GetOutcome() != string(budget.Reserved) {
 				return fmt.Errorf("outcome %s", r.Msg.Decision.GetOutcome())
 			}
 			_, err = c.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: acct, OperationKey: op, Amount: 100, Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}}))

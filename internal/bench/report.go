@@ -89,7 +89,7 @@ func checks(cells []Cell, shards int, hots []int) []Check {
 	{
 		c := Check{Name: fmt.Sprintf("Begin / sharded raw ceiling (%d streams), 64 callers", shards), Target: "≥ 0.7"}
 		b, ok1 := find(cells, seriesBegin, 64)
-		r, ok2 := ceiling(cells, 64, seriesRawN(shards), seriesRaw1, seriesRaw1Plain)
+		r, ok2 := ceiling(cells, 64, seriesRawN(shards), seriesRawNPlain(shards), seriesRaw1, seriesRaw1Plain)
 		if ok1 && ok2 {
 			c.Measured, c.Value = true, b.Rate/r.Rate
 			c.Pass = c.Value >= 0.7
@@ -182,7 +182,7 @@ func plotNames() []string {
 
 // plots draws each chart of the report as SVG.
 func plots(cells []Cell, shards int) map[string]string {
-	raw := []string{seriesRaw1, seriesRaw1Plain, seriesRawN(shards)}
+	raw := []string{seriesRaw1, seriesRaw1Plain, seriesRawN(shards), seriesRawNPlain(shards)}
 	rate := func(c Cell) float64 { return c.Rate }
 	p50 := func(c Cell) float64 { return c.P50 }
 	return map[string]string{
