@@ -135,32 +135,19 @@ func rawCommit(nc *nats.Conn, q chan rawReq, callers int, quit chan struct{}) {
 
 // rawPipelined sends each message as its own publish, all in flight at once.
 func rawPipelined(nc *nats.Conn, group []rawReq) {
-	type pending struct {
-		r   rawReq
-		sub *nats.Subscription
-	}
-	ps := make([]pending, 0, len(group))
+	var wg sync.WaitGroup
 	for _, r := range group {
-		inbox := nc.NewRespInbox()
-		sub, err := nc.SubscribeSync(inbox)
-		if err == nil {
-			r.msg.Reply = inbox
-			err = nc.PublishMsg(r.msg)
-		}
-		if err != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := nc.RequestMsg(r.msg, rawAckWait)
+			if err == nil {
+				err = ackErr(resp.Data)
+			}
 			r.done <- err
-			continue
-		}
-		ps = append(ps, pending{r, sub})
+		}()
 	}
-	for _, p := range ps {
-		resp, err := p.sub.NextMsg(rawAckWait)
-		_ = p.sub.Unsubscribe()
-		if err == nil {
-			err = ackErr(resp.Data)
-		}
-		p.r.done <- err
-	}
+	wg.Wait()
 }
 
 // rawBatch sends group as one atomic batch.
