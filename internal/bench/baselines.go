@@ -24,6 +24,59 @@ CREATE TABLE IF NOT EXISTS intents (key text PRIMARY KEY, execution_id text NOT 
 CREATE TABLE IF NOT EXISTS events (seq bigserial PRIMARY KEY, execution_id text NOT NULL, body bytea NOT NULL);
 `
 
+// postgresAttach: the attach case of the table: the intent is already
+// claimed (one of 1 024, each caller cycling through its own), so the
+// transaction's INSERT ... ON CONFLICT DO NOTHING claims nothing, reads the
+// execution it belongs to and appends an attach event.
+func postgresAttach(pg *pgtest.Server) workload {
+	return func(ctx context.Context, callers int) (opFunc, func(), error) {
+		op, done, err := postgresTable(pg)(ctx, callers)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := parallel(ctx, min(callers, 16), attachIntents, func(ctx context.Context, i int) error { return op(ctx, 0, i) }); err != nil {
+			done()
+			return nil, nil, err
+		}
+		cfg, err := pgxpool.ParseConfig(pg.DSN)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		cfg.MaxConns, cfg.MinConns = int32(callers), int32(callers)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		per := max(1, attachIntents/callers)
+		body := make([]byte, benchkit.RawPayload)
+		return func(ctx context.Context, c, i int) error {
+			key := "intent-" + strconv.Itoa((c*per+i%per)%attachIntents)
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+			tag, err := tx.Exec(ctx, "INSERT INTO intents (key, execution_id) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", key, "exec-new")
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 0 {
+				return fmt.Errorf("intent %s was not claimed", key)
+			}
+			var exec string
+			if err := tx.QueryRow(ctx, "SELECT execution_id FROM intents WHERE key = $1", key).Scan(&exec); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO events (execution_id, body) VALUES ($1, $2)", exec, body); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}, func() { pool.Close(); done() }, nil
+	}
+}
+
 // postgresTable: one decision = one transaction that claims a new intent
 // (INSERT ... ON CONFLICT DO NOTHING) and appends its 300-byte event, on
 // Postgres 15 with fsync=on and synchronous_commit=on.

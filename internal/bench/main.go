@@ -78,7 +78,7 @@ func run() error {
 	var pg *pgtest.Server
 	var rd *redisServer
 	want := func(s string) bool { return filter == nil || filter.MatchString(s) }
-	if want(seriesPG) {
+	if want(seriesPG) || want(seriesPGAttach) {
 		if pg, err = pgtest.Run(); err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
@@ -107,6 +107,7 @@ func run() error {
 	add(seriesRawN(*shards), "appends/s", func() workload { return rawCeiling(*shards, benchkit.Grouped) })
 	add(seriesRawNPlain(*shards), "appends/s", func() workload { return rawCeiling(*shards, benchkit.Plain) })
 	add(seriesPG, "decisions/s", func() workload { return postgresTable(pg) })
+	add(seriesPGAttach, "decisions/s", func() workload { return postgresAttach(pg) })
 	add(seriesRedis, "decisions/s", func() workload { return redisSetNX(rd) })
 	add(seriesBegin, "decisions/s", func() workload { return beginNew(false) })
 	add(seriesBeginConnect, "decisions/s", func() workload { return beginNew(true) })
@@ -163,6 +164,7 @@ const (
 	seriesRaw1           = "raw ceiling, 1 stream"
 	seriesRaw1Plain      = "raw plain CAS, 1 stream"
 	seriesPG             = "postgres table"
+	seriesPGAttach       = "postgres table, attach"
 	seriesRedis          = "redis SET NX"
 	seriesBegin          = "Begin new, in-process"
 	seriesBeginConnect   = "Begin new, Connect"

@@ -24,7 +24,8 @@ type Cell struct {
 
 // measureFor runs op from callers goroutines: first for warm (not
 // counted), then for dur; every caller keeps exactly one operation in
-// flight. i is unique across the run.
+// flight, and the cell counts the operations completed within dur. i is
+// unique across the run.
 func measureFor(ctx context.Context, callers int, warm, dur time.Duration, op func(ctx context.Context, caller, i int) error) (Cell, error) {
 	var next atomic.Int64
 	var stop atomic.Bool
@@ -38,14 +39,14 @@ func measureFor(ctx context.Context, callers int, warm, dur time.Duration, op fu
 			defer wg.Done()
 			for !stop.Load() {
 				i := int(next.Add(1)) - 1
-				counted := counting.Load()
 				t0 := time.Now()
 				if err := op(ctx, c, i); err != nil {
 					errs[c] = err
 					stop.Store(true)
 					return
 				}
-				if counted && !stop.Load() {
+				// An operation counts when it completes inside the window.
+				if counting.Load() && !stop.Load() {
 					lat[c] = append(lat[c], time.Since(t0))
 				}
 			}

@@ -86,6 +86,7 @@ func checks(cells []Cell, shards int, hots []int) []Check {
 	for _, n := range []int{4, 16, 64, 256} {
 		out = append(out, ratioCheck(cells, fmt.Sprintf("Begin / Postgres table, %d callers (never below)", n), seriesBegin, seriesPG, n, 1))
 	}
+	out = append(out, ratioCheck(cells, "attach / Postgres table attach, 64 callers", seriesAttach, seriesPGAttach, 64, 1))
 	{
 		c := Check{Name: fmt.Sprintf("Begin / sharded raw ceiling (%d streams), 64 callers", shards), Target: "≥ 0.7"}
 		b, ok1 := find(cells, seriesBegin, 64)
@@ -189,7 +190,7 @@ func plots(cells []Cell, shards int) map[string]string {
 		"begin.svg": chart("Begin (new intent) vs baselines: decisions/s", "decisions/s (log)", cells, rate,
 			append([]string{seriesBegin, seriesBeginConnect, seriesPG, seriesRedis}, raw...)),
 		"attach.svg": chart("Attach (retry of a known intent) vs baselines: decisions/s", "decisions/s (log)", cells, rate,
-			append([]string{seriesAttach, seriesAttachConnect, seriesPG}, raw...)),
+			append([]string{seriesAttach, seriesAttachConnect, seriesPGAttach, seriesPG}, raw...)),
 		"reserve.svg": chart("Reserve + settle over 1 000 accounts", "operations/s (log)", cells, rate,
 			[]string{seriesReserve, seriesReserveConnect}),
 		"toolscall.svg": chart("MCP tools/call: through Portcullis vs a direct MCP server", "calls/s (log)", cells, rate,
