@@ -34,19 +34,18 @@ func postgresAttach(pg *pgtest.Server) workload {
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := parallel(ctx, min(callers, 16), attachIntents, func(ctx context.Context, i int) error { return op(ctx, 0, i) }); err != nil {
-			done()
+		err = parallel(ctx, min(callers, 16), attachIntents, func(ctx context.Context, i int) error { return op(ctx, 0, i) })
+		done() // its connections count against max_connections
+		if err != nil {
 			return nil, nil, err
 		}
 		cfg, err := pgxpool.ParseConfig(pg.DSN)
 		if err != nil {
-			done()
 			return nil, nil, err
 		}
 		cfg.MaxConns, cfg.MinConns = int32(callers), int32(callers)
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
-			done()
 			return nil, nil, err
 		}
 		per := max(1, attachIntents/callers)
@@ -73,7 +72,7 @@ func postgresAttach(pg *pgtest.Server) workload {
 				return err
 			}
 			return tx.Commit(ctx)
-		}, func() { pool.Close(); done() }, nil
+		}, pool.Close, nil
 	}
 }
 
