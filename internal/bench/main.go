@@ -118,7 +118,7 @@ func run() error {
 	add(seriesMCPDirect, "calls/s", func() workload { return mcpDirect })
 	add(seriesMCP, "calls/s", func() workload { return mcpPortcullis })
 
-	fmt.Printf("%-28s %7s %12s %9s %9s %8s\n", "series", "callers", "rate", "p50 ms", "p99 ms", "ops")
+	fmt.Printf("%-28s %7s %12s %9s %9s %8s %9s %6s\n", "series", "callers", "rate", "p50 ms", "p99 ms", "ops", "cpu µs/op", "cores")
 	for _, s := range suites {
 		for _, c := range callers {
 			op, done, err := s.w(ctx, c)
@@ -213,7 +213,7 @@ func hotAccount(ctx context.Context, closed, ops int) (Cell, error) {
 }
 
 func printCell(c Cell) {
-	fmt.Printf("%-28s %7d %12.0f %9.2f %9.2f %8d  %s\n", c.Series, c.Callers, c.Rate, c.P50, c.P99, c.Ops, c.Unit)
+	fmt.Printf("%-28s %7d %12.0f %9.2f %9.2f %8d %9.0f %6.2f  %s\n", c.Series, c.Callers, c.Rate, c.P50, c.P99, c.Ops, c.CPUPerOp, c.Cores, c.Unit)
 }
 
 func ints(s string) ([]int, error) {

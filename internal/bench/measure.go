@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -19,7 +20,30 @@ type Cell struct {
 	Unit    string  `json:"unit"`
 	P50     float64 `json:"p50_ms"`
 	P99     float64 `json:"p99_ms"`
-	Note    string  `json:"note,omitempty"`
+	// CPUPerOp is this process's CPU time (user + system: callers, gateway,
+	// embedded NATS server, views; not Postgres or Redis, which run apart)
+	// per operation, in µs; Cores is that CPU time over the window.
+	CPUPerOp float64 `json:"cpu_us_per_op"`
+	Cores    float64 `json:"cores_busy"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// cpuTime is this process's CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (c *Cell) setCPU(cpu time.Duration) {
+	if c.Ops > 0 {
+		c.CPUPerOp = float64(cpu.Microseconds()) / float64(c.Ops)
+	}
+	if c.Seconds > 0 {
+		c.Cores = cpu.Seconds() / c.Seconds
+	}
 }
 
 // measureFor runs op from callers goroutines: first for warm (not
@@ -54,17 +78,19 @@ func measureFor(ctx context.Context, callers int, warm, dur time.Duration, op fu
 	}
 	time.Sleep(warm)
 	counting.Store(true)
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	time.Sleep(dur)
 	stop.Store(true)
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return Cell{}, err
 		}
 	}
-	return cellOf(callers, elapsed, slices.Concat(lat...)), nil
+	c := cellOf(callers, elapsed, slices.Concat(lat...))
+	c.setCPU(cpu)
+	return c, nil
 }
 
 // measureCount runs exactly n operations from callers goroutines.
@@ -73,7 +99,7 @@ func measureCount(ctx context.Context, callers, n int, op func(ctx context.Conte
 	lat := make([][]time.Duration, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for c := range callers {
 		wg.Add(1)
 		go func() {
@@ -93,13 +119,15 @@ func measureCount(ctx context.Context, callers, n int, op func(ctx context.Conte
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	for _, err := range errs {
 		if err != nil {
 			return Cell{}, err
 		}
 	}
-	return cellOf(callers, elapsed, slices.Concat(lat...)), nil
+	c := cellOf(callers, elapsed, slices.Concat(lat...))
+	c.setCPU(cpu)
+	return c, nil
 }
 
 func cellOf(callers int, elapsed time.Duration, all []time.Duration) Cell {

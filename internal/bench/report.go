@@ -170,9 +170,10 @@ func markdown(rep *Report, shards int) string {
 	for _, name := range plotNames() {
 		fmt.Fprintf(&b, "![%s](%s)\n\n", name, name)
 	}
-	b.WriteString("## Every cell\n\n| series | callers | rate | unit | p50 ms | p99 ms | ops | note |\n|---|---:|---:|---|---:|---:|---:|---|\n")
+	b.WriteString("## Every cell\n\nCPU is this process's (callers, gateway, embedded NATS server, views; Postgres and Redis run apart), per operation and in cores busy over the window.\n\n")
+	b.WriteString("| series | callers | rate | unit | p50 ms | p99 ms | ops | CPU µs/op | cores | note |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range rep.Cells {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %.2f | %.2f | %d | %s |\n", c.Series, c.Callers, c.Rate, c.Unit, c.P50, c.P99, c.Ops, c.Note)
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %.2f | %.2f | %d | %.0f | %.2f | %s |\n", c.Series, c.Callers, c.Rate, c.Unit, c.P50, c.P99, c.Ops, c.CPUPerOp, c.Cores, c.Note)
 	}
 	return b.String()
 }
