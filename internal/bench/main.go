@@ -17,11 +17,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/internal/benchkit"
@@ -70,6 +73,22 @@ func run() error {
 		filter = regexp.MustCompile(*only)
 	}
 	ctx := context.Background()
+	// A closed stdout (| head) must not kill the suite before it stops
+	// the servers it started; Ctrl-C stops them too.
+	signal.Ignore(syscall.SIGPIPE)
+	var stopMu sync.Mutex
+	var stops []func()
+	onStop := func(f func()) { stopMu.Lock(); stops = append(stops, f); stopMu.Unlock() }
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		stopMu.Lock()
+		for _, f := range stops {
+			f()
+		}
+		os.Exit(130)
+	}()
 	rep := &Report{
 		Date: time.Now().UTC().Format(time.RFC3339), Commit: gitCommit(), Machine: machine(),
 		Command: "go run ./internal/bench " + strings.Join(os.Args[1:], " "), LoadFrom: loadavg(),
@@ -83,12 +102,14 @@ func run() error {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		defer pg.Stop()
+		onStop(pg.Stop)
 	}
 	if want(seriesRedis) {
 		if rd, err = startRedis(ctx); err != nil {
 			return err
 		}
 		defer rd.stop()
+		onStop(rd.stop)
 	}
 
 	type suite struct {
