@@ -26,10 +26,15 @@ type BudgetRow struct {
 type BudgetStore interface {
 	Checkpoint(stream string) (uint64, error)
 	Mark(stream string) (Mark, error)
-	// Account is the account as folded so far (ledger.ErrNotFound: none).
+	// Account is the account as folded so far (ledger.ErrNotFound: none);
+	// its Closed map may hold only some closed operations, ClosedOp the rest.
 	Account(ctx context.Context, name string) (keeper.Head, error)
+	// ClosedOp is one closed operation of an account as folded so far.
+	ClosedOp(ctx context.Context, account, opKey string) (budget.Closed, bool, error)
 	// WriteBudget stores the accounts, the decision rows and the checkpoint
-	// in one atomic batch, with the messages it quarantined.
+	// in one atomic batch, with the messages it quarantined. Each account's
+	// closed operations are stored as rows of their own (those it holds are
+	// the ones loaded or closed in this batch).
 	WriteBudget(accounts map[string]keeper.Head, rows []BudgetRow, quarantined []*pb.Quarantined, mark Mark) error
 }
 
@@ -42,6 +47,10 @@ func NewBudget(src Source, store BudgetStore, log *slog.Logger) *Projector {
 	b := &budgets{store: store, guard: g, log: log}
 	return &Projector{stream: keeper.Stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: b.apply, log: log, guard: g}
 }
+
+// errViewRead: the views could not be read now; the batch is retried,
+// never quarantined.
+var errViewRead = errors.New("budget views unreadable")
 
 type budgets struct {
 	store BudgetStore
@@ -81,8 +90,9 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 				}
 			}
 		}
-		ev, fault := checkBudgetEntry(e, nameOK, h, b.guard.keys)
-		if errors.Is(fault, ledger.ErrKeysUnavailable) {
+		load := func(opKey string) error { return b.loadClosed(ctx, name, h.Account, opKey) }
+		ev, fault := checkBudgetEntry(e, nameOK, h, b.guard.keys, load)
+		if errors.Is(fault, ledger.ErrKeysUnavailable) || errors.Is(fault, errViewRead) {
 			return fmt.Errorf("projector %s seq %d: %w", keeper.Stream, e.Seq, fault) // retried, never quarantined
 		}
 		if fault != nil {
@@ -103,10 +113,34 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 	return b.store.WriteBudget(accounts, rows, quarantined, mark)
 }
 
+// loadClosed adds an account's closed operation opKey from the store to a,
+// unless a holds it open or closed already.
+func (b *budgets) loadClosed(ctx context.Context, name string, a *budget.Account, opKey string) error {
+	if opKey == "" {
+		return nil
+	}
+	if _, held := a.Holds[opKey]; held {
+		return nil
+	}
+	if _, closed := a.Closed[opKey]; closed {
+		return nil
+	}
+	c, ok, err := b.store.ClosedOp(ctx, name, opKey)
+	if err != nil || !ok {
+		return err
+	}
+	if a.Closed == nil {
+		a.Closed = map[string]budget.Closed{}
+	}
+	a.Closed[opKey] = c
+	return nil
+}
+
 // checkBudgetEntry checks one stored budget event against its account and
-// applies it to h.Account (a fresh copy) when it is valid. Apply changes
-// the account only when it accepts the event.
-func checkBudgetEntry(e Entry, nameOK bool, h keeper.Head, keys ledger.Keys) (*pb.Event, error) {
+// applies it to h.Account (a fresh copy) when it is valid; load first
+// brings the closed operation the event names into h.Account. Apply
+// changes the account only when it accepts the event.
+func checkBudgetEntry(e Entry, nameOK bool, h keeper.Head, keys ledger.Keys, load func(opKey string) error) (*pb.Event, error) {
 	if !nameOK {
 		return nil, fmt.Errorf("%w: %s is not an account subject", ledger.ErrCorrupt, e.Subject)
 	}
@@ -124,7 +158,11 @@ func checkBudgetEntry(e Entry, nameOK bool, h keeper.Head, keys ledger.Keys) (*p
 	if d == nil {
 		return ev, fmt.Errorf("%w: not a budget event", ledger.ErrCorrupt)
 	}
-	if err := h.Account.Apply(keeper.FromProto(d)); err != nil {
+	be := keeper.FromProto(d)
+	if err := load(be.OperationKey); err != nil {
+		return ev, fmt.Errorf("%w: %w", errViewRead, err)
+	}
+	if err := h.Account.Apply(be); err != nil {
 		return ev, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
 	}
 	return ev, nil

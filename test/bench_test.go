@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
@@ -30,8 +30,14 @@ import (
 var benchCallers = []int{1, 4, 16, 64, 256}
 
 // runCallers splits b.N operations among callers goroutines and reports
-// throughput and latency percentiles.
+// throughput (decisions/s) and latency percentiles.
 func runCallers(b *testing.B, callers int, op func(caller, i int) error) {
+	b.Helper()
+	runCallersUnit(b, callers, "decisions/s", op)
+}
+
+// runCallersUnit is runCallers reporting throughput in unit.
+func runCallersUnit(b *testing.B, callers int, unit string, op func(caller, i int) error) {
 	b.Helper()
 	var next atomic.Int64
 	lat := make([][]time.Duration, callers)
@@ -66,10 +72,10 @@ func runCallers(b *testing.B, callers int, op func(caller, i int) error) {
 	if failed != nil {
 		b.Fatal(failed)
 	}
-	reportLatency(b, elapsed, slices.Concat(lat...))
+	reportLatency(b, elapsed, unit, slices.Concat(lat...))
 }
 
-func reportLatency(b *testing.B, elapsed time.Duration, all []time.Duration) {
+func reportLatency(b *testing.B, elapsed time.Duration, unit string, all []time.Duration) {
 	slices.Sort(all)
 	pct := func(p float64) float64 {
 		if len(all) == 0 {
@@ -77,7 +83,7 @@ func reportLatency(b *testing.B, elapsed time.Duration, all []time.Duration) {
 		}
 		return float64(all[min(len(all)-1, int(float64(len(all))*p))].Microseconds()) / 1000
 	}
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), unit)
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
@@ -105,71 +111,27 @@ func benchAction(i int, run string) fingerprint.Action {
 	}
 }
 
-// BenchmarkRawBatchAppend is the ceiling: atomic batches of 300-byte
-// messages, each with its own subject and compare-and-set header, straight
-// to JetStream with several batches in flight.
-func BenchmarkRawBatchAppend(b *testing.B) {
-	for _, size := range []int{1, 100, 500} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			g := benchGateway(b)
-			nc := natsConnect(b, g, natsauth.Admin)
-			js, _ := jetstream.New(nc)
-			if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
-				Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage, AllowAtomicPublish: true,
-			}); err != nil {
-				b.Fatal(err)
-			}
-			payload := make([]byte, 300)
-			var n atomic.Int64
-			inflight := 8
-			if size == 1 {
-				inflight = 64
-			}
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for range inflight {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for n.Add(int64(size)) <= int64(b.N) {
-						id := nuid.Next()
-						for i := range size {
-							m := &nats.Msg{Subject: "raw." + nuid.Next(), Data: payload, Header: nats.Header{
-								"Nats-Expected-Last-Subject-Sequence": {"0"},
-							}}
-							if size == 1 {
-								if _, err := nc.RequestMsg(m, 10*time.Second); err != nil {
-									b.Error(err)
-									return
-								}
-								continue
-							}
-							m.Header["Nats-Batch-Id"] = []string{id}
-							m.Header["Nats-Batch-Sequence"] = []string{strconv.Itoa(i + 1)}
-							if i < size-1 {
-								_ = nc.PublishMsg(m)
-								continue
-							}
-							m.Header["Nats-Batch-Commit"] = []string{"1"}
-							resp, err := nc.RequestMsg(m, 10*time.Second)
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							if len(resp.Data) == 0 || resp.Data[2] == 'e' {
-								b.Errorf("batch refused: %s", resp.Data)
-								return
-							}
-						}
+// BenchmarkRawCeiling is the ceiling measured the way the ledger uses
+// it: the same callers, each waiting for one 300-byte message with its own
+// subject and compare-and-set header, over 1 or 4 file streams. grouped:
+// each stream's committer sends what is pending (never more than there are
+// callers) as one atomic batch, or as pipelined publishes when 8 or fewer
+// are pending; plain: each caller publishes on its own.
+func BenchmarkRawCeiling(b *testing.B) {
+	for _, streams := range []int{1, 4} {
+		for _, mode := range []benchkit.Mode{benchkit.Grouped, benchkit.Plain} {
+			for _, callers := range benchCallers {
+				b.Run(fmt.Sprintf("streams=%d/%s/callers=%d", streams, mode, callers), func(b *testing.B) {
+					g := benchGateway(b)
+					r, err := benchkit.NewRaw(context.Background(), natsConnect(b, g, natsauth.Admin), streams, callers, mode)
+					if err != nil {
+						b.Fatal(err)
 					}
-				}()
+					defer r.Close()
+					runCallersUnit(b, callers, "appends/s", func(c, _ int) error { return r.Append(c) })
+				})
 			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
-			b.ReportMetric(0, "ns/op")
-		})
+		}
 	}
 }
 

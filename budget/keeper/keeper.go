@@ -62,7 +62,13 @@ type Head struct {
 // Views are the budget's read models (projector/pebble).
 type Views interface {
 	// Account is the account as the views hold it (ledger.ErrNotFound: none).
+	// Its Closed map may hold only some of the closed operations (the views
+	// keep each closed operation as a row of its own, so an account's
+	// history does not make every decision slower): ClosedOp finds the rest.
 	Account(ctx context.Context, name string) (Head, error)
+	// ClosedOp is one closed (spent or released) operation of an account as
+	// the views hold it; ok is false when the views know no such operation.
+	ClosedOp(ctx context.Context, account, opKey string) (c budget.Closed, ok bool, err error)
 	// BudgetWaitFor blocks until the views hold the budget stream up to seq.
 	BudgetWaitFor(ctx context.Context, seq uint64) error
 }
@@ -101,7 +107,7 @@ type Result struct {
 
 // SetLimit creates an account or replaces its limit.
 func (k *Keeper) SetLimit(ctx context.Context, l budget.Limit) (Result, error) {
-	return k.decide(ctx, l.Account, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
+	return k.decide(ctx, l.Account, "", func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
 		var cur *budget.Account
 		if a.Version > 0 {
 			cur = a
@@ -114,7 +120,7 @@ func (k *Keeper) SetLimit(ctx context.Context, l budget.Limit) (Result, error) {
 // Reserve decides a reservation; a denial is recorded and answered, not an error.
 func (k *Keeper) Reserve(ctx context.Context, account string, r budget.ReserveRequest) (Result, *budget.Decision, error) {
 	var dec budget.Decision
-	res, err := k.decide(ctx, account, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
+	res, err := k.decide(ctx, account, r.OperationKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
 		var err error
 		dec, err = budget.Reserve(a, r, now)
 		return dec.Event, dec.Outcome, err
@@ -135,7 +141,7 @@ func (k *Keeper) Reserve(ctx context.Context, account string, r budget.ReserveRe
 
 // Settle moves a hold to spent (less than held releases the rest).
 func (k *Keeper) Settle(ctx context.Context, account, opKey string, amount int64, ev budget.Evidence) (Result, error) {
-	return k.decide(ctx, account, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
+	return k.decide(ctx, account, opKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
 		e, err := budget.Settle(a, opKey, amount, ev, now)
 		return &e, "", err
 	})
@@ -143,7 +149,7 @@ func (k *Keeper) Settle(ctx context.Context, account, opKey string, amount int64
 
 // Release ends a hold without spending.
 func (k *Keeper) Release(ctx context.Context, account, opKey string, ev budget.Evidence) (Result, error) {
-	return k.decide(ctx, account, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
+	return k.decide(ctx, account, opKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
 		e, err := budget.Release(a, opKey, ev, now)
 		return &e, "", err
 	})
@@ -181,6 +187,7 @@ type decideFunc func(a *budget.Account, now time.Time) (*budget.Event, budget.Ou
 // command is one caller's command waiting in its account's lane.
 type command struct {
 	f    decideFunc
+	key  string // the operation key the command decides on ("" for none)
 	res  Result
 	err  error
 	done chan struct{}
@@ -223,11 +230,11 @@ func (k *Keeper) lane(account string) *lane {
 
 // decide runs one command: it joins the account's lane and waits for its
 // answer.
-func (k *Keeper) decide(ctx context.Context, account string, f decideFunc) (Result, error) {
+func (k *Keeper) decide(ctx context.Context, account, opKey string, f decideFunc) (Result, error) {
 	if !accountName.MatchString(account) {
 		return Result{}, fmt.Errorf("account %q: %w", account, ErrBadAccount)
 	}
-	cmd := &command{f: f, done: make(chan struct{})}
+	cmd := &command{f: f, key: opKey, done: make(chan struct{})}
 	l := k.lane(account)
 	l.mu.Lock()
 	l.queue = append(l.queue, cmd)
@@ -291,6 +298,12 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			return
 		}
 		state := h.Account.Clone()
+		if err := k.loadClosed(ctx, account, state, group); err != nil {
+			for _, c := range group {
+				finish(c, Result{}, err)
+			}
+			return
+		}
 		now := k.now()
 		type answer struct {
 			res   Result
@@ -381,7 +394,11 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 	}
 }
 
-// head is the newer of this gateway's own last write and the views.
+// head is the newer of this gateway's own last write and the views. When
+// its own write is newer, the closed operations the views already hold
+// are dropped from the copy it returns (loadClosed finds them there), so
+// the state a decision copies stays small however long the account's
+// history is.
 func (k *Keeper) head(ctx context.Context, account string) (Head, error) {
 	k.mu.Lock()
 	own, ok := k.own[account]
@@ -393,11 +410,50 @@ func (k *Keeper) head(ctx context.Context, account string) (Head, error) {
 	case err != nil && !errors.Is(err, ledger.ErrNotFound):
 		return Head{}, err
 	case ok:
+		if err == nil && len(own.Account.Closed) > 0 {
+			a := *own.Account
+			a.Closed = make(map[string]budget.Closed)
+			for key, c := range own.Account.Closed {
+				if c.Version > v.Account.Version { // not in the views yet
+					a.Closed[key] = c
+				}
+			}
+			own.Account = &a
+		}
 		return own, nil
 	case err == nil:
 		return v, nil
 	}
 	return Head{Seq: v.Seq}, ledger.ErrNotFound
+}
+
+// loadClosed adds to state the closed operations the group's commands
+// name that state does not hold open or closed, from the views. A closed
+// operation never reopens, so one the views hold is closed in every later
+// state too.
+func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.Account, group []*command) error {
+	for _, c := range group {
+		if c.key == "" {
+			continue
+		}
+		if _, held := state.Holds[c.key]; held {
+			continue
+		}
+		if _, closed := state.Closed[c.key]; closed {
+			continue
+		}
+		cl, ok, err := k.views.ClosedOp(ctx, account, c.key)
+		if err != nil {
+			return err
+		}
+		if ok && cl.Version <= state.Version {
+			if state.Closed == nil {
+				state.Closed = map[string]budget.Closed{}
+			}
+			state.Closed[c.key] = cl
+		}
+	}
+	return nil
 }
 
 func (k *Keeper) catchUp(ctx context.Context, conflict error) error {

@@ -37,15 +37,41 @@ func isExec(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
+// ErrNotInstalled is returned by Run when the PostgreSQL 15 server binaries
+// are not installed (Debian package postgresql-15).
+var ErrNotInstalled = errors.New("postgres 15 not installed (apt-get install postgresql-15)")
+
+// Server is a running throwaway cluster.
+type Server struct {
+	DSN  string // pgx DSN for superuser "bench"
+	stop func()
+}
+
+// Stop shuts the server down (fast shutdown) and removes its directory.
+func (s *Server) Stop() { s.stop() }
+
 // Start initialises a cluster in a fresh temp dir, runs postgres on a free
 // 127.0.0.1 port and returns a pgx DSN for superuser "bench". The server is
 // stopped (fast shutdown) and the dir removed when tb ends. Skips tb if the
 // Postgres 15 binaries are not installed.
 func Start(tb testing.TB) (dsn string) {
 	tb.Helper()
+	s, err := Run()
+	if errors.Is(err, ErrNotInstalled) {
+		tb.Skip("postgres not installed")
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s.DSN
+}
+
+// Run is Start without a testing.TB: the caller stops the server.
+func Run() (*Server, error) {
 	bin := findBinDir()
 	if bin == "" {
-		tb.Skip("postgres not installed")
+		return nil, ErrNotInstalled
 	}
 
 	// Postgres refuses to run as root: run it as the "postgres" OS user.
@@ -54,7 +80,7 @@ func Start(tb testing.TB) (dsn string) {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			tb.Skipf("running as root and no postgres OS user: %v", err)
+			return nil, fmt.Errorf("running as root and no postgres OS user: %w", err)
 		}
 		uid, _ = strconv.Atoi(u.Uid)
 		gid, _ = strconv.Atoi(u.Gid)
@@ -65,22 +91,23 @@ func Start(tb testing.TB) (dsn string) {
 	// cannot enter.
 	root, err := os.MkdirTemp(os.TempDir(), "pgtest-")
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	tb.Cleanup(func() { _ = os.RemoveAll(root) })
+	cleanup := func() { _ = os.RemoveAll(root) }
+	fail := func(err error) (*Server, error) { cleanup(); return nil, err }
 	if cred != nil {
 		if err := checkTraversable(filepath.Dir(root)); err != nil {
-			tb.Fatalf("pgtest: %v (set TMPDIR to a world-traversable dir)", err)
+			return fail(fmt.Errorf("pgtest: %w (set TMPDIR to a world-traversable dir)", err))
 		}
 	}
 	dataDir := filepath.Join(root, "data")
 	sockDir := filepath.Join(root, "sock")
 	if err := os.Mkdir(sockDir, 0o700); err != nil {
-		tb.Fatal(err)
+		return fail(err)
 	}
 	if cred != nil {
 		if err := chownR(root, uid, gid); err != nil {
-			tb.Fatal(err)
+			return fail(err)
 		}
 	}
 
@@ -91,7 +118,7 @@ func Start(tb testing.TB) (dsn string) {
 	initdb.Dir = root
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		tb.Fatalf("initdb: %v\n%s", err, out)
+		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
 
 	ctx := context.Background()
@@ -99,12 +126,12 @@ func Start(tb testing.TB) (dsn string) {
 	for attempt := 0; attempt < 3; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			tb.Fatal(err)
+			return fail(err)
 		}
 		logPath := filepath.Join(root, fmt.Sprintf("postgres-%d.log", attempt))
 		logf, err := os.Create(logPath)
 		if err != nil {
-			tb.Fatal(err)
+			return fail(err)
 		}
 		cmd := exec.Command(filepath.Join(bin, "postgres"),
 			"-D", dataDir,
@@ -122,24 +149,22 @@ func Start(tb testing.TB) (dsn string) {
 		err = cmd.Start()
 		_ = logf.Close() // the child holds its own copy
 		if err != nil {
-			tb.Fatalf("start postgres: %v", err)
+			return fail(fmt.Errorf("start postgres: %w", err))
 		}
 		exited := make(chan struct{})
 		var waitErr error
 		go func() { waitErr = cmd.Wait(); close(exited) }()
 
-		dsn = fmt.Sprintf("postgres://bench@127.0.0.1:%d/postgres?sslmode=disable", port)
+		dsn := fmt.Sprintf("postgres://bench@127.0.0.1:%d/postgres?sslmode=disable", port)
 		if err := waitReady(ctx, dsn, exited, 60*time.Second); err != nil {
 			stop(cmd, exited)
 			out, _ := os.ReadFile(logPath)
 			lastErr = fmt.Errorf("%v (exit: %v)\n%s", err, waitErr, out)
 			continue
 		}
-		tb.Cleanup(func() { stop(cmd, exited) })
-		return dsn
+		return &Server{DSN: dsn, stop: func() { stop(cmd, exited); cleanup() }}, nil
 	}
-	tb.Fatalf("postgres did not come up: %v", lastErr)
-	return ""
+	return fail(fmt.Errorf("postgres did not come up: %w", lastErr))
 }
 
 // waitReady polls until a pgx connection succeeds, the process exits, or

@@ -18,8 +18,9 @@ import (
 
 // Budget key layout.
 var (
-	accountPrefix  = []byte("b/") // account → 8-byte seq + 32-byte hash + account JSON
-	decisionPrefix = []byte("d/") // account "/" 8-byte seq → stored event
+	accountPrefix  = []byte("b/")  // account → 8-byte seq + 32-byte hash + account JSON (without closed operations)
+	closedPrefix   = []byte("bc/") // account "/" operation key → closed operation JSON
+	decisionPrefix = []byte("d/")  // account "/" 8-byte seq → stored event
 	// account → 8-byte seq of the account subject's last message while it
 	// holds only quarantined ones (a new account's first decision expects it)
 	accountTipPrefix = []byte("bt/")
@@ -59,7 +60,31 @@ func (v *Views) Account(_ context.Context, name string) (keeper.Head, error) {
 	return keeper.Head{Seq: binary.BigEndian.Uint64(val), Hash: append([]byte(nil), val[8:40]...), Account: a}, nil
 }
 
-// WriteBudget stores accounts, decision rows and the checkpoint in one batch.
+// ClosedOp returns one closed operation of an account. (A row written
+// before closed operations had rows of their own keeps them in the account
+// JSON, which Account returns.)
+func (v *Views) ClosedOp(_ context.Context, account, opKey string) (budget.Closed, bool, error) {
+	val, closer, err := v.db.Get(closedKey(account, opKey))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return budget.Closed{}, false, nil
+	}
+	if err != nil {
+		return budget.Closed{}, false, fmt.Errorf("view closed %s/%s: %w", account, opKey, err)
+	}
+	defer closer.Close()
+	var c budget.Closed
+	if err := json.Unmarshal(val, &c); err != nil {
+		return budget.Closed{}, false, fmt.Errorf("view closed %s/%s: %w: %v", account, opKey, ledger.ErrCorrupt, err)
+	}
+	return c, true, nil
+}
+
+func closedKey(account, opKey string) []byte {
+	return append(key(closedPrefix, account+"/"), opKey...)
+}
+
+// WriteBudget stores accounts, their closed operations (one row each),
+// decision rows and the checkpoint in one batch.
 func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.BudgetRow, quarantined []*pb.Quarantined, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
@@ -73,7 +98,18 @@ func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.Bu
 			}
 			continue
 		}
-		js, err := json.Marshal(h.Account)
+		for op, c := range h.Account.Closed {
+			cj, err := json.Marshal(c)
+			if err != nil {
+				return err
+			}
+			if err := b.Set(closedKey(name, op), cj, nil); err != nil {
+				return err
+			}
+		}
+		row := *h.Account
+		row.Closed = nil // rows of their own, above
+		js, err := json.Marshal(&row)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,318 @@
+// Command bench is Portcullis's side-by-side suite: in one run it measures
+// the raw JetStream ceiling the way the ledger uses it, a Postgres 15
+// idempotency table (started here, synchronous_commit=on), Redis SET NX
+// (started here, no persistence) as the non-durable reference, and
+// Portcullis Begin, attach, Reserve and MCP tools/call, in-process and
+// over Connect, at several numbers of concurrent callers. It prints each
+// result and each ratio against its target, and writes results.json,
+// report.md and SVG plots to -out.
+//
+//	go run ./internal/bench -out docs/bench
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/portcullis-dev/portcullis/internal/benchkit"
+	"github.com/portcullis-dev/portcullis/internal/pgtest"
+)
+
+// Report is everything one run measured.
+type Report struct {
+	Date     string  `json:"date"`
+	Commit   string  `json:"commit"`
+	Machine  string  `json:"machine"`
+	Command  string  `json:"command"`
+	LoadFrom string  `json:"load_start"`
+	LoadTo   string  `json:"load_end"`
+	Cells    []Cell  `json:"cells"`
+	Checks   []Check `json:"checks"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fatal(err)
+	}
+}
+
+func run() error {
+	out := flag.String("out", "docs/bench", "directory for results.json, report.md and the SVG plots")
+	dur := flag.Duration("dur", 3*time.Second, "measured time per cell")
+	warm := flag.Duration("warm", 500*time.Millisecond, "unmeasured warm-up per cell")
+	callersFlag := flag.String("callers", "1,4,16,64,256", "concurrent callers per cell")
+	only := flag.String("only", "", "run only series matching this regexp")
+	hot := flag.String("hot", "1000", "closed operations on the hot account before measuring (comma-separated)")
+	hotOps := flag.Int("hot-ops", 1000, "reserve+settle operations measured per hot-account cell")
+	shards := flag.Int("shards", 4, "streams of the sharded raw ceiling")
+	flag.Parse()
+
+	callers, err := ints(*callersFlag)
+	if err != nil {
+		return err
+	}
+	hots, err := ints(*hot)
+	if err != nil {
+		return err
+	}
+	var filter *regexp.Regexp
+	if *only != "" {
+		filter = regexp.MustCompile(*only)
+	}
+	ctx := context.Background()
+	// A closed stdout (| head) must not kill the suite before it stops
+	// the servers it started; Ctrl-C stops them too.
+	signal.Ignore(syscall.SIGPIPE)
+	var stopMu sync.Mutex
+	var stops []func()
+	onStop := func(f func()) { stopMu.Lock(); stops = append(stops, f); stopMu.Unlock() }
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		stopMu.Lock()
+		for _, f := range stops {
+			f()
+		}
+		os.Exit(130)
+	}()
+	rep := &Report{
+		Date: time.Now().UTC().Format(time.RFC3339), Commit: gitCommit(), Machine: machine(),
+		Command: "go run ./internal/bench " + strings.Join(os.Args[1:], " "), LoadFrom: loadavg(),
+	}
+
+	var pg *pgtest.Server
+	var rd *redisServer
+	want := func(s string) bool { return filter == nil || filter.MatchString(s) }
+	if want(seriesPG) || want(seriesPGAttach) {
+		if pg, err = pgtest.Run(); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		defer pg.Stop()
+		onStop(pg.Stop)
+	}
+	if want(seriesRedis) {
+		if rd, err = startRedis(ctx); err != nil {
+			return err
+		}
+		defer rd.stop()
+		onStop(rd.stop)
+	}
+
+	type suite struct {
+		series string
+		unit   string
+		w      workload
+	}
+	var suites []suite
+	add := func(series, unit string, w func() workload) {
+		if want(series) {
+			suites = append(suites, suite{series, unit, w()})
+		}
+	}
+	add(seriesRaw1, "appends/s", func() workload { return rawCeiling(1, benchkit.Grouped) })
+	add(seriesRaw1Plain, "appends/s", func() workload { return rawCeiling(1, benchkit.Plain) })
+	add(seriesRawN(*shards), "appends/s", func() workload { return rawCeiling(*shards, benchkit.Grouped) })
+	add(seriesRawNPlain(*shards), "appends/s", func() workload { return rawCeiling(*shards, benchkit.Plain) })
+	add(seriesPG, "decisions/s", func() workload { return postgresTable(pg) })
+	add(seriesPGAttach, "decisions/s", func() workload { return postgresAttach(pg) })
+	add(seriesRedis, "decisions/s", func() workload { return redisSetNX(rd) })
+	add(seriesBegin, "decisions/s", func() workload { return beginNew(false) })
+	add(seriesBeginConnect, "decisions/s", func() workload { return beginNew(true) })
+	add(seriesAttach, "decisions/s", func() workload { return beginAttach(false) })
+	add(seriesAttachConnect, "decisions/s", func() workload { return beginAttach(true) })
+	add(seriesReserve, "reserve+settle/s", func() workload { return reserveSpread(false) })
+	add(seriesReserveConnect, "reserve+settle/s", func() workload { return reserveSpread(true) })
+	add(seriesMCPDirect, "calls/s", func() workload { return mcpDirect })
+	add(seriesMCP, "calls/s", func() workload { return mcpPortcullis })
+
+	fmt.Printf("%-28s %7s %12s %9s %9s %8s %9s %6s\n", "series", "callers", "rate", "p50 ms", "p99 ms", "ops", "cpu µs/op", "cores")
+	for _, s := range suites {
+		for _, c := range callers {
+			op, done, err := s.w(ctx, c)
+			if err != nil {
+				return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
+			}
+			cell, err := measureFor(ctx, c, *warm, *dur, op)
+			done()
+			if err != nil {
+				return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
+			}
+			cell.Series, cell.Unit = s.series, s.unit
+			printCell(cell)
+			rep.Cells = append(rep.Cells, cell)
+		}
+	}
+	for _, h := range hots {
+		if !want(seriesHot(h)) {
+			continue
+		}
+		cell, err := hotAccount(ctx, h, *hotOps)
+		if err != nil {
+			return fmt.Errorf("hot account %d: %w", h, err)
+		}
+		printCell(cell)
+		rep.Cells = append(rep.Cells, cell)
+	}
+	rep.LoadTo = loadavg()
+	rep.Checks = checks(rep.Cells, *shards, hots)
+	fmt.Println()
+	for _, c := range rep.Checks {
+		fmt.Println(c.line())
+	}
+	if err := write(*out, rep, *shards); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s\n", *out)
+	return nil
+}
+
+// Series names.
+const (
+	seriesRaw1           = "raw ceiling, 1 stream"
+	seriesRaw1Plain      = "raw plain CAS, 1 stream"
+	seriesPG             = "postgres table"
+	seriesPGAttach       = "postgres table, attach"
+	seriesRedis          = "redis SET NX"
+	seriesBegin          = "Begin new, in-process"
+	seriesBeginConnect   = "Begin new, Connect"
+	seriesAttach         = "attach, in-process"
+	seriesAttachConnect  = "attach, Connect"
+	seriesReserve        = "Reserve, in-process"
+	seriesReserveConnect = "Reserve, Connect"
+	seriesMCPDirect      = "tools/call, direct MCP"
+	seriesMCP            = "tools/call, Portcullis"
+)
+
+func seriesRawN(n int) string      { return fmt.Sprintf("raw ceiling, %d streams", n) }
+func seriesRawNPlain(n int) string { return fmt.Sprintf("raw plain CAS, %d streams", n) }
+func seriesHot(n int) string       { return fmt.Sprintf("hot account, %d closed", n) }
+
+// hotAccount: one account, two gateways on one ledger, 64 callers; the
+// account first gets closed operations, then ops reserve+settle are timed.
+func hotAccount(ctx context.Context, closed, ops int) (Cell, error) {
+	g1, err := startGW(ctx, ledgerConfig, nil, "")
+	if err != nil {
+		return Cell{}, err
+	}
+	defer g1.close()
+	g2, err := startGW(ctx, ledgerConfig, g1, "gw-bench-2")
+	if err != nil {
+		return Cell{}, err
+	}
+	defer g2.close()
+	gs := []*gw{g1, g2}
+	if _, err := g1.Keeper.SetLimit(ctx, budgetLimit("acct-0")); err != nil {
+		return Cell{}, err
+	}
+	t0 := time.Now()
+	pre0 := keeperOp(gs, 1, "pre")
+	if _, err := measureCount(ctx, 64, closed, pre0); err != nil {
+		return Cell{}, err
+	}
+	pre := time.Since(t0)
+	cell, err := measureCount(ctx, 64, ops, keeperOp(gs, 1, "hot"))
+	if err != nil {
+		return Cell{}, err
+	}
+	cell.Series, cell.Unit = seriesHot(closed), "reserve+settle/s"
+	cell.Note = fmt.Sprintf("two gateways, 64 callers; %d closed operations before (%.0f/s to build), %d after", closed, float64(closed)/pre.Seconds(), closed+ops)
+	return cell, nil
+}
+
+func printCell(c Cell) {
+	fmt.Printf("%-28s %7d %12.0f %9.2f %9.2f %8d %9.0f %6.2f  %s\n", c.Series, c.Callers, c.Rate, c.P50, c.P99, c.Ops, c.CPUPerOp, c.Cores, c.Unit)
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	s := strings.TrimSpace(string(out))
+	if st, _ := exec.Command("git", "status", "--porcelain").Output(); len(st) > 0 {
+		s += " (with uncommitted changes)"
+	}
+	return s
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			mem = fmt.Sprintf(", %d GiB", (kb+(1<<19))>>20)
+		}
+	}
+	return fmt.Sprintf("%d cores (%s)%s, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func write(dir string, rep *Report, shards int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	for name, p := range plots(rep.Cells, shards) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(p), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(markdown(rep, shards)), 0o644)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Cell is one measured point: a series at one concurrency.
+type Cell struct {
+	Series  string  `json:"series"`
+	Callers int     `json:"callers"`
+	Ops     int     `json:"ops"`
+	Seconds float64 `json:"seconds"`
+	Rate    float64 `json:"rate"` // ops per second
+	Unit    string  `json:"unit"`
+	P50     float64 `json:"p50_ms"`
+	P99     float64 `json:"p99_ms"`
+	// CPUPerOp is this process's CPU time (user + system: callers, gateway,
+	// embedded NATS server, views; not Postgres or Redis, which run apart)
+	// per operation, in µs; Cores is that CPU time over the window.
+	CPUPerOp float64 `json:"cpu_us_per_op"`
+	Cores    float64 `json:"cores_busy"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// cpuTime is this process's CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (c *Cell) setCPU(cpu time.Duration) {
+	if c.Ops > 0 {
+		c.CPUPerOp = float64(cpu.Microseconds()) / float64(c.Ops)
+	}
+	if c.Seconds > 0 {
+		c.Cores = cpu.Seconds() / c.Seconds
+	}
+}
+
+// measureFor runs op from callers goroutines: first for warm (not
+// counted), then for dur; every caller keeps exactly one operation in
+// flight, and the cell counts the operations completed within dur. i is
+// unique across the run.
+func measureFor(ctx context.Context, callers int, warm, dur time.Duration, op func(ctx context.Context, caller, i int) error) (Cell, error) {
+	var next atomic.Int64
+	var stop atomic.Bool
+	var counting atomic.Bool
+	lat := make([][]time.Duration, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				i := int(next.Add(1)) - 1
+				t0 := time.Now()
+				if err := op(ctx, c, i); err != nil {
+					errs[c] = err
+					stop.Store(true)
+					return
+				}
+				// An operation counts when it completes inside the window.
+				if counting.Load() && !stop.Load() {
+					lat[c] = append(lat[c], time.Since(t0))
+				}
+			}
+		}()
+	}
+	time.Sleep(warm)
+	counting.Store(true)
+	start, cpu0 := time.Now(), cpuTime()
+	time.Sleep(dur)
+	stop.Store(true)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return Cell{}, err
+		}
+	}
+	c := cellOf(callers, elapsed, slices.Concat(lat...))
+	c.setCPU(cpu)
+	return c, nil
+}
+
+// measureCount runs exactly n operations from callers goroutines.
+func measureCount(ctx context.Context, callers, n int, op func(ctx context.Context, caller, i int) error) (Cell, error) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	start, cpu0 := time.Now(), cpuTime()
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := op(ctx, c, i); err != nil {
+					errs[c] = err
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	for _, err := range errs {
+		if err != nil {
+			return Cell{}, err
+		}
+	}
+	c := cellOf(callers, elapsed, slices.Concat(lat...))
+	c.setCPU(cpu)
+	return c, nil
+}
+
+func cellOf(callers int, elapsed time.Duration, all []time.Duration) Cell {
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(len(all)-1, int(float64(len(all))*p))]) / float64(time.Millisecond)
+	}
+	return Cell{
+		Callers: callers, Ops: len(all), Seconds: elapsed.Seconds(),
+		Rate: float64(len(all)) / elapsed.Seconds(), P50: pct(0.50), P99: pct(0.99),
+	}
+}
+
+// parallel runs n calls of f on workers goroutines (setup work).
+func parallel(ctx context.Context, workers, n int, f func(ctx context.Context, i int) error) error {
+	_, err := measureCount(ctx, workers, n, func(ctx context.Context, _, i int) error { return f(ctx, i) })
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	return nil
+}
