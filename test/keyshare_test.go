@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
@@ -76,11 +76,9 @@ func TestNoShareFingerprintKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g1.Close(ctx)
-	nc, err := nats.Connect(g1.NatsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	remember(g1)
+	registerCreds(g1)
+	nc := natsConnect(t, g1, natsauth.Analyst)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -95,11 +93,20 @@ func TestNoShareFingerprintKey(t *testing.T) {
 	if m, err := meta.GetLastMsgForSubject(ctx, "pc.meta.fingerprint_key"); err == nil {
 		t.Fatalf("the key was shared through the ledger (%d bytes) despite --no-share-fingerprint-key", len(m.Data))
 	}
+	// Not even sealed: no box of the key for the root or any gateway.
+	info, err := meta.Info(ctx, jetstream.WithSubjectFilter("pc.meta.fpkey.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(info.State.Subjects); n != 0 {
+		t.Fatalf("the key was shared sealed through the ledger (%d boxes) despite --no-share-fingerprint-key", n)
+	}
 	join := func(key string) (*server.Gateway, error) {
 		return server.Start(ctx, server.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: o.ConfigPath, NatsURL: g1.NatsURL,
+			NatsCreds: credsFor(t, g1.NatsURL), RootKey: rootKeyOf(g1.NatsURL),
 			FingerprintKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), GatewayID: "gw-joiner"})
 	}
-	if g, err := join(""); err == nil || !strings.Contains(err.Error(), "fingerprint key differs") {
+	if g, err := join(""); err == nil || !strings.Contains(err.Error(), "shares none this gateway can open") {
 		if g != nil {
 			g.Close(ctx)
 		}
