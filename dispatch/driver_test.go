@@ -2,12 +2,9 @@ package dispatch_test
 
 import (
 	"context"
-	"encoding/hex"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +17,6 @@ import (
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
-	"github.com/portcullis-dev/portcullis/server"
 )
 
 // counting is an executor that counts its sends and answers 201.
@@ -61,24 +57,7 @@ func (c *clock) Advance(by time.Duration) { c.off.Add(int64(by)) }
 
 func startLedgerClock(t *testing.T, clk *clock) *ledger.Service {
 	t.Helper()
-	cfg := filepath.Join(t.TempDir(), "p.yaml")
-	if err := os.WriteFile(cfg, []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o := server.Options{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsListen: "127.0.0.1:-1",
-		FingerprintKey: hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef")),
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	if clk != nil {
-		o.Now = clk.Now
-	}
-	g, err := server.Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close(context.Background()) })
-	return g.Ledger
+	return startLedgerYAMLClock(t, testConfig, clk)
 }
 
 // Many callers racing the same operation through one driver (a real

@@ -28,25 +28,9 @@ func startLedgerWith(t *testing.T, yaml string) *ledger.Service {
 	return startLedgerYAMLClock(t, yaml, nil)
 }
 
-// orderClock is a ledger clock the test moves.
-type orderClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *orderClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *orderClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.off += d
-	c.mu.Unlock()
-}
-
-func startLedgerYAMLClock(t *testing.T, yaml string, clk *orderClock) *ledger.Service {
+// startLedgerYAMLClock is startLedgerWith on a clock the test moves (nil:
+// the wall clock).
+func startLedgerYAMLClock(t *testing.T, yaml string, clk *clock) *ledger.Service {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "p.yaml")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
@@ -58,7 +42,7 @@ func startLedgerYAMLClock(t *testing.T, yaml string, clk *orderClock) *ledger.Se
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if clk != nil {
-		o.Now = clk.now
+		o.Now = clk.Now
 	}
 	g, err := server.Start(context.Background(), o)
 	if err != nil {
@@ -195,7 +179,7 @@ func TestDriverStatusQuery(t *testing.T) {
 		{"done-resolves", dispatch.Status{Finding: dispatch.Done, Code: 200, Body: `{"ok":1}`, Evidence: "the status endpoint answered 200"}, 1, dispatch.StateCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &orderClock{}
+			clk := &clock{}
 			l := startLedgerYAMLClock(t, orderTools, clk)
 			ex := &scripted{l: l, status: tc.status, script: []executor.Outcome{
 				{Observed: executor.Unknown, Reason: "the connection dropped after the request was written"},
@@ -217,7 +201,7 @@ func TestDriverStatusQuery(t *testing.T) {
 				if early.State != dispatch.StateOutcomeUnknown || ex.sends.Load() != 1 {
 					t.Fatalf("a 404 before the dispatch deadline: %+v, %d sends", early, ex.sends.Load())
 				}
-				clk.advance(time.Hour)
+				clk.Advance(time.Hour)
 			}
 			retry := d.Run(context.Background(), tool, in)
 			if retry.State != tc.wantState {
