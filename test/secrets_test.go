@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
 )
@@ -26,11 +26,7 @@ func scanStored(t *testing.T, g *server.Gateway, secret, visible string) {
 	} else if err := g.Views.WaitFor(ctx, seq); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(g.NatsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := natsConnect(t, g, natsauth.Analyst) // reads every stream
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
