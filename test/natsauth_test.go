@@ -18,6 +18,7 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
 	"github.com/portcullis-dev/portcullis/ledger"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
@@ -129,6 +130,16 @@ func TestNATSUsersAndPermissions(t *testing.T) {
 	}
 	cancel()
 	gwRefused.wait(t, "$JS.API.STREAM.DELETE.PORTCULLIS_META")
+	// Creating a stream as the gateway is refused at once, with the fix
+	// named, not retried as if the cluster were still electing.
+	start := time.Now()
+	_, err := ljs.EnsureConfig(ctx, gw, ljs.StreamSpec{Name: "GW_TEST", Subjects: []string{"gwtest.>"}, Replicas: 1}.Config(), nil)
+	if err == nil || !strings.Contains(err.Error(), "only the NATS admin user") {
+		t.Fatalf("gateway creates a stream: %v, want a refusal naming the admin user", err)
+	}
+	if waited := time.Since(start); waited > ljs.SetupWaitMax/2 {
+		t.Fatalf("the refusal took %s: it was retried as transient", waited)
+	}
 	meta, err := gw.Stream(ctx, "PORTCULLIS_META")
 	if err != nil {
 		t.Fatal(err)

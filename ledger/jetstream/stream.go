@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -88,18 +89,31 @@ func EnsureConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 			return err
 		}
 		s, err = js.CreateOrUpdateStream(ctx, cfg)
-		if errors.Is(err, context.DeadlineExceeded) {
-			// JetStream answered the info request just now, so an unanswered
-			// create or update was refused: only the admin user may change
-			// streams. Not transient.
-			return fmt.Errorf("create or update refused or unanswered (%v): only the NATS admin user may create or change streams; run `portcullis streams` with the admin credentials", err)
+		if errors.Is(err, context.DeadlineExceeded) && deniedChange(js.Conn(), cfg.Name) {
+			// The server refused the request for this connection's user
+			// (it answers a denied publish with -ERR, not a reply): only
+			// the admin user may change streams. Not transient.
+			return fmt.Errorf("create or update refused (%v): only the NATS admin user may create or change streams; run `portcullis streams` with the admin credentials", nats.ErrPermissionViolation)
 		}
+		// Anything else, an unanswered create included, is retried: a
+		// cluster that is still placing replicas answers late.
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 	}
 	return s, nil
+}
+
+// deniedChange reports whether nc's last error is the server refusing it
+// the create or update of stream name.
+func deniedChange(nc *nats.Conn, name string) bool {
+	err := nc.LastError()
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "$JS.API.STREAM.CREATE."+name) || strings.Contains(msg, "$JS.API.STREAM.UPDATE."+name)
 }
 
 // covers reports whether a stream configured as have already has every
