@@ -207,6 +207,11 @@ func ReadExport(dir string, o VerifyOptions) (Report, error) {
 	if len(man.Streams) == 0 {
 		return Report{}, fmt.Errorf("%s: the export holds no ledger (no streams)", dir)
 	}
+	for name, se := range man.Streams {
+		if !filepath.IsLocal(se.File) {
+			return Report{}, fmt.Errorf("export stream %s: file %q is not inside the export directory", name, se.File)
+		}
+	}
 	v, a, err := NewAnchoredVerifier(man.Trust, o)
 	if err != nil {
 		return Report{}, err
@@ -239,11 +244,18 @@ func ReadExport(dir string, o VerifyOptions) (Report, error) {
 		}
 		return names[i] < names[j]
 	})
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Report{}, fmt.Errorf("export directory: %w", err)
+	}
+	defer root.Close()
 	for _, name := range names {
 		se := man.Streams[name]
-		f, err := os.Open(filepath.Join(dir, se.File))
+		// The manifest comes from outside: a stream's file must lie inside
+		// the export directory (no "../", no absolute path, no symlink out).
+		f, err := root.Open(se.File)
 		if err != nil {
-			return Report{}, err
+			return Report{}, fmt.Errorf("export stream %s: %w", name, err)
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 1<<20), 8<<20)
