@@ -105,7 +105,7 @@ func Investigate(executionID string, events []Stored) Investigation {
 	sessions := map[string][]string{}
 	for id, evs := range byExec {
 		for _, s := range evs {
-			if c := s.Event.GetExecutionChanged().GetCorrelation(); c != nil && (s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ATTACHED) {
+			if c := s.Event.GetExecutionChanged().GetCorrelation(); c != nil && (s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ATTACHED) {
 				key := c.GetSessionId()
 				sessions[key] = append(sessions[key], fmt.Sprintf("%s: %s of %s (actor %s, request %s)", at(s), "call", id, s.Event.GetExecutionChanged().GetExecution().GetActor(), c.GetJsonrpcId()))
 			}
@@ -147,7 +147,7 @@ func Investigate(executionID string, events []Stored) Investigation {
 	// 2. Did the first call get authorization and reach dispatch?
 	q2 := Answer{Question: "2. Did the first call get authorization and reach dispatch?"}
 	auth := find(pb.EventType_EVENT_TYPE_AUTHORIZED)
-	disp := find(pb.EventType_EVENT_TYPE_DISPATCHED)
+	disp := find(pb.EventType_EVENT_TYPE_DISPATCHED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED)
 	denied := find(pb.EventType_EVENT_TYPE_DENIED)
 	switch {
 	case len(denied) > 0:
@@ -259,7 +259,7 @@ func detail(ev *pb.Event, x *pb.Execution) string {
 		return fmt.Sprintf("target answered %d", x.GetTargetStatus())
 	case pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN, pb.EventType_EVENT_TYPE_NOT_SENT, pb.EventType_EVENT_TYPE_DENIED:
 		return x.GetReason()
-	case pb.EventType_EVENT_TYPE_ACCEPTED:
+	case pb.EventType_EVENT_TYPE_ACCEPTED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED:
 		return "tool " + x.GetTool() + ", actor " + x.GetActor()
 	}
 	return ""

@@ -91,9 +91,29 @@ func (d *Driver) SetWaitMax(w time.Duration) {
 func (d *Driver) Handle(channel string, e Executor) { d.executors[channel] = e }
 
 // Begin asks the ledger for its decision; the execution is durable when it
-// returns.
+// returns. When this driver can send on the call's channel, Begin carries
+// a dispatch token of this attempt, so a new execution that needs no
+// approval and holds no budget is accepted and dispatched in one event
+// (ACCEPTED_DISPATCHED): Act then sends it without a second append. The
+// decision runs detached from the caller (bounded by recordMax): once the
+// event may land, only its answer tells whether this call must send.
 func (d *Driver) Begin(ctx context.Context, in ledger.BeginInput) (ledger.BeginResult, error) {
-	return d.ledger.Begin(ctx, in)
+	if _, ok := d.executors[in.Action.Channel]; ok && in.DispatchToken == "" {
+		in.DispatchToken = newDispatchToken()
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordMax)
+	defer cancel()
+	return d.ledger.Begin(bctx, in)
+}
+
+// newDispatchToken names one dispatch attempt (ledger.Change.DispatchToken).
+func newDispatchToken() string { return "dsp_" + ulid.Make().String() }
+
+// dispatchedAtAccept: Begin created this execution already DISPATCHED
+// (ACCEPTED_DISPATCHED under the token it sent), so this call won the
+// dispatch. Only a new execution can be; an attached call never is.
+func dispatchedAtAccept(res ledger.BeginResult) bool {
+	return res.Decision == pb.Decision_DECISION_NEW && res.Execution.GetState() == pb.State_STATE_DISPATCHED
 }
 
 // Run begins the call and acts on the decision.
@@ -119,11 +139,11 @@ func (d *Driver) act(ctx context.Context, t config.Tool, in ledger.BeginInput, r
 		case pb.State_STATE_DENIED:
 			return Answer{State: StateDenied, Execution: x, Why: x.GetReason()}
 		}
-		return d.dispatch(ctx, t, x, in.Action.Arguments)
+		return d.dispatch(ctx, t, x, in.Action.Arguments, dispatchedAtAccept(res))
 	}
 	switch res.Recovery {
 	case pb.Recovery_RECOVERY_RESUME, pb.Recovery_RECOVERY_RESEND_SAME_KEY:
-		return d.dispatch(ctx, t, x, in.Action.Arguments)
+		return d.dispatch(ctx, t, x, in.Action.Arguments, false)
 	case pb.Recovery_RECOVERY_AWAIT_APPROVAL:
 		return Answer{State: StateAwaitingApproval, Execution: x, Why: res.Reason}
 	case pb.Recovery_RECOVERY_WAIT:
@@ -146,15 +166,17 @@ func StateName(s pb.State) string {
 }
 
 // dispatch wins DISPATCHED (or learns who did), sends, records what it
-// observed, and answers. The send runs to its own deadline: a caller that
-// goes away does not cancel it, and its retry collects the result.
-func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, args []byte) Answer {
+// observed, and answers. atAccept: the execution was accepted and
+// dispatched in one event by this call's Begin, which is the win. The
+// send runs to its own deadline: a caller that goes away does not cancel
+// it, and its retry collects the result.
+func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, args []byte, atAccept bool) Answer {
 	id := x.GetExecutionId()
 	e, ok := d.executors[t.Channel]
 	if !ok {
 		return Answer{Refused: true, Execution: x, Why: "no executor for channel " + strconv.Quote(t.Channel) + "; nothing was sent"}
 	}
-	won, err := d.markDispatched(ctx, id)
+	won, err := d.markDispatched(ctx, id, atAccept)
 	if err != nil {
 		return Answer{Refused: true, Execution: x, Why: "not dispatched: " + err.Error()}
 	}
@@ -181,13 +203,18 @@ func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, a
 	}
 }
 
-// markDispatched wins DISPATCHED under a token of this attempt. When the
-// append's answer was lost (ErrAppendUnknown, a timeout) it asks again
-// with the same token, detached from the caller: the ledger answers as the
-// winner was if this attempt won, and an illegal transition if another
-// call did. won is false (and err nil) when another call dispatched first.
-func (d *Driver) markDispatched(ctx context.Context, id string) (won bool, err error) {
-	ch := ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DISPATCHED, DispatchToken: "dsp_" + ulid.Make().String()}
+// markDispatched wins DISPATCHED under a token of this attempt; atAccept
+// says Begin's ACCEPTED_DISPATCHED already won it (nothing to append).
+// When the append's answer was lost (ErrAppendUnknown, a timeout) it asks
+// again with the same token, detached from the caller: the ledger answers
+// as the winner was if this attempt won, and an illegal transition if
+// another call did. won is false (and err nil) when another call
+// dispatched first.
+func (d *Driver) markDispatched(ctx context.Context, id string, atAccept bool) (won bool, err error) {
+	if atAccept {
+		return true, nil
+	}
+	ch := ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DISPATCHED, DispatchToken: newDispatchToken()}
 	_, err = d.ledger.Transition(ctx, ch)
 	for i := 0; i < dispatchAskMax && answerLost(err); i++ {
 		d.log.Warn("dispatch answer lost; asking again with the same token", "execution", id, "err", err)

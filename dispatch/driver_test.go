@@ -98,6 +98,30 @@ func TestDriverRacingCallersSendOnce(t *testing.T) {
 	if a := d.Run(context.Background(), tool, in); a.State != dispatch.StateCompleted || ex.sends.Load() != 2 {
 		t.Fatalf("new key: %+v, %d sends", a, ex.sends.Load())
 	}
+	// Begun without a dispatch token (ACCEPTED, as Connect's Begin leaves
+	// it), then acted on by racing callers: they race for DISPATCHED and
+	// only the winner sends.
+	in.OperationKey = "op-race-3"
+	res, err := l.Begin(context.Background(), in)
+	if err != nil || res.Execution.GetState() != pb.State_STATE_ACCEPTED {
+		t.Fatalf("Begin without a token: %v, %v", res.Execution.GetState(), err)
+	}
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = d.Act(context.Background(), tool, in, res)
+		}()
+	}
+	wg.Wait()
+	if n := ex.sends.Load(); n != 3 {
+		t.Fatalf("%d sends after racing dispatches of one accepted execution, want 3", n)
+	}
+	for i, a := range answers {
+		if a.State != dispatch.StateCompleted || a.Execution.GetExecutionId() != res.Execution.GetExecutionId() {
+			t.Fatalf("racing dispatch %d: %+v", i, a)
+		}
+	}
 }
 
 // The driver never speaks MCP: it imports no MCP SDK.

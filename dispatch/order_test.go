@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/contract"
 	"github.com/portcullis-dev/portcullis/dispatch"
 	"github.com/portcullis-dev/portcullis/executor"
 	"github.com/portcullis-dev/portcullis/fingerprint"
@@ -128,7 +130,96 @@ func TestDriverSendsOnlyAfterDispatched(t *testing.T) {
 	if n := ex.sends.Load(); n != 2 {
 		t.Fatalf("%d sends, want 2 (one per operation key)", n)
 	}
+	// Begun without a dispatch token (as Connect's Begin is): ACCEPTED,
+	// then the driver's own DISPATCHED before the send.
+	in := ledger.BeginInput{
+		Action:       fingerprint.Action{Actor: "agent-7", Tool: "charge", Channel: "fake", Arguments: []byte(`{"amount":7}`)},
+		OperationKey: "op-order-separate",
+	}
+	res, err := l.Begin(context.Background(), in)
+	if err != nil || res.Execution.GetState() != pb.State_STATE_ACCEPTED {
+		t.Fatalf("Begin without a token: %v, %v", res.Execution.GetState(), err)
+	}
+	for range 4 { // racing callers acting on it: one wins DISPATCHED and sends
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if a := d.Act(context.Background(), tool, in, res); a.State != dispatch.StateCompleted {
+				t.Errorf("separate dispatch: %+v", a)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := ex.sends.Load(); n != 3 {
+		t.Fatalf("%d sends, want 3", n)
+	}
 	ex.checkOrder(t)
+}
+
+// A call through the driver to a tool that needs no approval and holds no
+// budget is accepted and dispatched in one decision: the record is
+// DISPATCHED from its first event (accepted and first dispatched at the
+// same instant) with the token and deadline a separate DISPATCHED records
+// (now + timeout + ledger.DispatchGrace); the send comes after it landed.
+// A tool that needs approval is still only accepted.
+func TestDriverAcceptsAndDispatchesInOneEvent(t *testing.T) {
+	l := startLedgerWith(t, orderTools+`  approve_me:
+    retry: idempotency_key
+    match_window: 10m
+    approval: per_use
+`)
+	ex := &scripted{l: l, script: []executor.Outcome{answered("x")}}
+	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Handle("fake", ex)
+	in := ledger.BeginInput{
+		Action:       fingerprint.Action{Actor: "agent-7", Tool: "deploy", Channel: "fake", Arguments: []byte(`{"release":"r-1"}`)},
+		OperationKey: "op-one-event",
+	}
+	res, err := d.Begin(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := res.Execution
+	if res.Decision != pb.Decision_DECISION_NEW || x.GetState() != pb.State_STATE_DISPATCHED {
+		t.Fatalf("Begin through the driver: %v in %v", res.Decision, x.GetState())
+	}
+	if !strings.HasPrefix(x.GetDispatchToken(), "dsp_") || x.GetDispatchCount() != 1 ||
+		!x.GetDispatchedAt().AsTime().Equal(x.GetAcceptedAt().AsTime()) {
+		t.Fatalf("not one decision: token %q, count %d, accepted %v, dispatched %v",
+			x.GetDispatchToken(), x.GetDispatchCount(), x.GetAcceptedAt().AsTime(), x.GetDispatchedAt().AsTime())
+	}
+	if want := x.GetDispatchedAt().AsTime().Add(contract.DefaultTimeout + ledger.DispatchGrace); !x.GetDispatchDeadline().AsTime().Equal(want) {
+		t.Fatalf("dispatch deadline %v, want %v (dispatched + timeout + grace)", x.GetDispatchDeadline().AsTime(), want)
+	}
+	// The log itself holds it DISPATCHED before anything is sent.
+	if got, err := l.Get(context.Background(), x.GetExecutionId()); err != nil || got.GetState() != pb.State_STATE_DISPATCHED || got.GetDispatchToken() != x.GetDispatchToken() {
+		t.Fatalf("log: %v, %v", got.GetState(), err)
+	}
+	if n := ex.sends.Load(); n != 0 {
+		t.Fatalf("%d sends before Act", n)
+	}
+	// The same token asks again as a MarkDispatched whose answer was lost:
+	// answered as the winner, nothing appended.
+	again, err := l.Transition(context.Background(), ledger.Change{ExecutionID: x.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_DISPATCHED, DispatchToken: x.GetDispatchToken()})
+	if err != nil || again.GetStreamSeq() != x.GetStreamSeq() {
+		t.Fatalf("same token again: seq %d (want %d), %v", again.GetStreamSeq(), x.GetStreamSeq(), err)
+	}
+	if a := d.Act(context.Background(), config.Tool{Name: "deploy", Channel: "fake"}, in, res); a.State != dispatch.StateCompleted {
+		t.Fatalf("act: %+v", a)
+	}
+	if n := ex.sends.Load(); n != 1 {
+		t.Fatalf("%d sends, want 1", n)
+	}
+	ex.checkOrder(t)
+
+	pu := ledger.BeginInput{Action: fingerprint.Action{Actor: "agent-7", Tool: "approve_me", Channel: "fake", Arguments: []byte(`{}`)}, OperationKey: "op-approval"}
+	if a := d.Run(context.Background(), config.Tool{Name: "approve_me", Channel: "fake"}, pu); a.State != dispatch.StateAwaitingApproval ||
+		a.Execution.GetDispatchedAt() != nil || a.Execution.GetDispatchToken() != "" {
+		t.Fatalf("per-use approval: %+v", a)
+	}
+	if n := ex.sends.Load(); n != 1 {
+		t.Fatalf("%d sends, want 1 (nothing for the tool awaiting approval)", n)
+	}
 }
 
 // NOT_SENT (the executor proved nothing left) answers not_sent; the retry

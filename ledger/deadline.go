@@ -74,6 +74,23 @@ func (s *Service) setDispatch(x *pb.Execution, token string, now time.Time) {
 	x.DispatchDeadline = timestamppb.New(now.Add(s.contractOf(x).DispatchTimeout() + DispatchGrace))
 }
 
+// acceptType is the type of a new execution's first event, and stamps x
+// for it. A Begin that carries a dispatch token, for a tool that needs no
+// approval (x is ACCEPTED) and holds no budget, is accepted and dispatched
+// in one event: x is stamped exactly as a DISPATCHED transition stamps it
+// (first dispatch time and count, the token, the dispatch deadline) and
+// enters DISPATCHED. A budget-bound tool keeps ACCEPTED then DISPATCHED:
+// its hold is taken between the two.
+func (s *Service) acceptType(c contract.Contract, in BeginInput, x *pb.Execution, now time.Time) pb.EventType {
+	if in.DispatchToken == "" || x.GetState() != pb.State_STATE_ACCEPTED || c.Budget != nil {
+		return pb.EventType_EVENT_TYPE_ACCEPTED
+	}
+	stamp(x, pb.EventType_EVENT_TYPE_DISPATCHED, now)
+	s.setDispatch(x, in.DispatchToken, now)
+	x.State = pb.State_STATE_DISPATCHED
+	return pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED
+}
+
 // ExpireOverdue records OUTCOME_UNKNOWN on a DISPATCHED execution whose
 // dispatch deadline passed with no result (evidence "dispatch deadline
 // passed"). It is a compare-and-set on the execution's subject, so across

@@ -32,14 +32,7 @@ func CheckNext(prev, next *pb.Event) error {
 		return fmt.Errorf("%w: event %s on %s carries execution %s of intent %s", ErrCorrupt, next.GetEventId(), next.GetSubject(), x.GetExecutionId(), x.GetIntentToken())
 	}
 	if prev == nil {
-		want := pb.State_STATE_ACCEPTED
-		if x.GetState() == pb.State_STATE_AWAITING_APPROVAL {
-			want = pb.State_STATE_AWAITING_APPROVAL
-		}
-		if next.GetType() != pb.EventType_EVENT_TYPE_ACCEPTED || x.GetState() != want {
-			return fmt.Errorf("%w: event %s: an execution must start with ACCEPTED, got %s into %s", ErrCorrupt, next.GetEventId(), next.GetType(), x.GetState())
-		}
-		return nil
+		return checkFirst(next, x)
 	}
 	px := prev.GetExecutionChanged().GetExecution()
 	if err := checkImmutable(px, x); err != nil {
@@ -54,6 +47,26 @@ func CheckNext(prev, next *pb.Event) error {
 		return fmt.Errorf("%w: event %s: %s from %s leads to %s, record says %s", ErrCorrupt, next.GetEventId(), next.GetType(), from, to, x.GetState())
 	}
 	return nil
+}
+
+// checkFirst asserts that an execution starts with ACCEPTED (into ACCEPTED
+// or AWAITING_APPROVAL) or with ACCEPTED_DISPATCHED, which is ACCEPTED and
+// DISPATCHED in one event: into DISPATCHED, with the first dispatch's time,
+// count and deadline recorded as a DISPATCHED event records them.
+func checkFirst(next *pb.Event, x *pb.Execution) error {
+	switch next.GetType() {
+	case pb.EventType_EVENT_TYPE_ACCEPTED:
+		if s := x.GetState(); s == pb.State_STATE_ACCEPTED || s == pb.State_STATE_AWAITING_APPROVAL {
+			return nil
+		}
+	case pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED:
+		if x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchCount() == 1 && x.GetDispatchedAt() != nil && x.GetDispatchDeadline() != nil {
+			return nil
+		}
+		return fmt.Errorf("%w: event %s: ACCEPTED_DISPATCHED must carry a first dispatch (DISPATCHED, count 1, dispatched_at and deadline), got %s, count %d",
+			ErrCorrupt, next.GetEventId(), x.GetState(), x.GetDispatchCount())
+	}
+	return fmt.Errorf("%w: event %s: an execution must start with ACCEPTED or ACCEPTED_DISPATCHED, got %s into %s", ErrCorrupt, next.GetEventId(), next.GetType(), x.GetState())
 }
 
 var classes = map[pb.RetryClass]contract.RetryClass{

@@ -3,9 +3,11 @@ package ledger
 import (
 	"errors"
 	"testing"
+	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // step is one event on an execution's subject: its type and the state its
@@ -16,7 +18,19 @@ type step struct {
 }
 
 // execEvent builds an unsealed event carrying an ExecutionChanged record.
+// An ACCEPTED_DISPATCHED record carries its first dispatch (time, count,
+// deadline), as the ledger writes it.
 func execEvent(id string, i int, class pb.RetryClass, s step) *pb.Event {
+	ev := execEventBare(id, i, class, s)
+	if s.event == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED {
+		x := ev.GetExecutionChanged().GetExecution()
+		x.DispatchedAt, x.DispatchCount = timestamppb.New(time.Unix(1, 0)), 1
+		x.DispatchDeadline = timestamppb.New(time.Unix(1, 0).Add(30*time.Second + DispatchGrace))
+	}
+	return ev
+}
+
+func execEventBare(id string, i int, class pb.RetryClass, s step) *pb.Event {
 	return &pb.Event{
 		EventId:      "evt_" + id + "_" + string(rune('a'+i)),
 		Type:         s.event,
@@ -58,6 +72,7 @@ func checkChain(evs []*pb.Event) error {
 
 var (
 	stAccepted   = step{pb.EventType_EVENT_TYPE_ACCEPTED, sAccepted}
+	stAccDisp    = step{pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED, sDisp}
 	stAcceptedPU = step{pb.EventType_EVENT_TYPE_ACCEPTED, sAwaiting}
 	stAuthorized = step{pb.EventType_EVENT_TYPE_AUTHORIZED, sAuthd}
 	stDispatched = step{pb.EventType_EVENT_TYPE_DISPATCHED, sDisp}
@@ -88,6 +103,12 @@ func TestCheckNextValidChains(t *testing.T) {
 			[]step{stAcceptedPU, stDenied, attached(sDenied)}},
 		{"read only, recorded", pb.RetryClass_RETRY_CLASS_READ_ONLY,
 			[]step{stAccepted, stDispatched, stResult, stDelivered}},
+		{"accepted and dispatched in one event, retry waits, result, delivered", pb.RetryClass_RETRY_CLASS_STATUS_QUERY,
+			[]step{stAccDisp, attached(sDisp), stResult, attached(sCompleted), stDelivered}},
+		{"accepted and dispatched in one event, gateway died: expired, resent with the same key", pb.RetryClass_RETRY_CLASS_IDEMPOTENCY_KEY,
+			[]step{stAccDisp, stUnknown, attached(sUnknown), stDispatched, stResult}},
+		{"accepted and dispatched in one event, not sent, resumed", pb.RetryClass_RETRY_CLASS_IRREVERSIBLE,
+			[]step{stAccDisp, stNotSent, stDispatched, stResult}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,6 +198,30 @@ func TestCheckNextCorrupt(t *testing.T) {
 		{"first event is ACCEPTED into DISPATCHED", func() (*pb.Event, *pb.Event) {
 			c := sealChain("exe_01", ik, step{pb.EventType_EVENT_TYPE_ACCEPTED, sDisp})
 			return nil, c[0]
+		}},
+		{"ACCEPTED_DISPATCHED after ACCEPTED (it only starts an execution)", func() (*pb.Event, *pb.Event) {
+			c := sealChain("exe_01", ik, stAccepted, stAccDisp)
+			return c[0], c[1]
+		}},
+		{"ACCEPTED_DISPATCHED after NOT_SENT", func() (*pb.Event, *pb.Event) {
+			c := sealChain("exe_01", ik, stAccDisp, stNotSent, stAccDisp)
+			return c[1], c[2]
+		}},
+		{"ACCEPTED_DISPATCHED into ACCEPTED", func() (*pb.Event, *pb.Event) {
+			c := sealChain("exe_01", ik, step{pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED, sAccepted})
+			return nil, c[0]
+		}},
+		{"ACCEPTED_DISPATCHED without a dispatch deadline", func() (*pb.Event, *pb.Event) {
+			next := execEvent("exe_01", 0, ik, stAccDisp)
+			next.GetExecutionChanged().GetExecution().DispatchDeadline = nil
+			Seal(next, nil)
+			return nil, next
+		}},
+		{"ACCEPTED_DISPATCHED without a first dispatch time", func() (*pb.Event, *pb.Event) {
+			next := execEvent("exe_01", 0, ik, stAccDisp)
+			next.GetExecutionChanged().GetExecution().DispatchedAt = nil
+			Seal(next, nil)
+			return nil, next
 		}},
 		{"ACCEPTED again after ACCEPTED", func() (*pb.Event, *pb.Event) {
 			c := sealChain("exe_01", ik, stAccepted, stAccepted)

@@ -82,6 +82,13 @@ type BeginInput struct {
 	Action       fingerprint.Action
 	OperationKey string
 	Correlation  *pb.Correlation
+	// DispatchToken, when set, asks for a new execution that needs no
+	// approval and holds no budget to be accepted and dispatched in one
+	// event (ACCEPTED_DISPATCHED, see AcceptType): the caller that gets it
+	// back in DISPATCHED under this token has won the dispatch. An attach,
+	// or a tool that needs approval or a budget hold, is decided as
+	// without it.
+	DispatchToken string
 }
 
 // BeginResult is Begin's decision.
@@ -240,7 +247,7 @@ func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput
 			x.BudgetOperationKey = id
 		}
 	}
-	ev := s.event(pb.EventType_EVENT_TYPE_ACCEPTED, ExecutionSubject(token, id), id, now)
+	ev := s.event(s.acceptType(c, in, x, now), ExecutionSubject(token, id), id, now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: in.Correlation}}
 	Seal(ev, nil)
 	Sign(ev, s.signKey)
@@ -633,7 +640,7 @@ func validateBegin(in BeginInput) error {
 	fields := [...]struct{ name, v string }{
 		{"action.actor", a.Actor}, {"action.tool", a.Tool}, {"action.channel", a.Channel}, {"action.target", a.Target},
 		{"action.credential_ref", a.CredentialRef}, {"action.method", a.Method}, {"action.intent_scope", a.IntentScope},
-		{"operation_key", in.OperationKey}, {"correlation.jsonrpc_id", in.Correlation.GetJsonrpcId()},
+		{"operation_key", in.OperationKey}, {"correlation.jsonrpc_id", in.Correlation.GetJsonrpcId()}, {"dispatch_token", in.DispatchToken},
 		{"correlation.session_id", in.Correlation.GetSessionId()},
 	}
 	for _, f := range fields {

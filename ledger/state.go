@@ -113,6 +113,20 @@ func allowedFrom(t pb.EventType, class contract.RetryClass) []pb.State {
 	return want
 }
 
+// StartsExecution reports whether an event of type t is an execution's
+// first event: ACCEPTED, or ACCEPTED_DISPATCHED (accepted and dispatched
+// in one decision). Readers that look for "the call that created an
+// execution" must ask this, not compare with ACCEPTED.
+func StartsExecution(t pb.EventType) bool {
+	return t == pb.EventType_EVENT_TYPE_ACCEPTED || t == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED
+}
+
+// Dispatches reports whether an event of type t records a dispatch:
+// DISPATCHED, or ACCEPTED_DISPATCHED (which is both transitions).
+func Dispatches(t pb.EventType) bool {
+	return t == pb.EventType_EVENT_TYPE_DISPATCHED || t == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED
+}
+
 // Attachable reports whether an execution in state s absorbs a retry
 // matched by fingerprint (a retry matched by operation key attaches in
 // every state).

@@ -103,7 +103,9 @@ var legalTransitions = map[edge]legalRule{
 
 // transitionEvents is every event type Transition is asked about: all of
 // them except INTENT_CLAIMED (not an execution event) and ACCEPTED (starts an
-// execution, never moves one). UNSPECIFIED is included: it is never legal.
+// execution, never moves one). UNSPECIFIED is included: it is never legal;
+// so is ACCEPTED_DISPATCHED, which also only starts an execution (it has no
+// rows in legalTransitions).
 func transitionEvents(t *testing.T) []pb.EventType {
 	t.Helper()
 	var out []pb.EventType
@@ -115,8 +117,8 @@ func transitionEvents(t *testing.T) []pb.EventType {
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	if len(out) != 11 {
-		t.Fatalf("expected 11 event types under test, got %d: %v (a new event type needs rows in legalTransitions)", len(out), out)
+	if len(out) != 12 {
+		t.Fatalf("expected 12 event types under test, got %d: %v (a new event type needs rows in legalTransitions)", len(out), out)
 	}
 	return out
 }
@@ -167,8 +169,8 @@ func TestTransitionTable(t *testing.T) {
 			}
 		}
 	}
-	if cases != 440 {
-		t.Fatalf("ran %d cases, want 10 states x 11 events x 4 classes = 440", cases)
+	if cases != 480 {
+		t.Fatalf("ran %d cases, want 10 states x 12 events x 4 classes = 480", cases)
 	}
 	// 26 edges for every class (4 each) plus OUTCOME_UNKNOWN->DISPATCHED for
 	// idempotency_key only.

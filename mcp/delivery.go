@@ -28,12 +28,24 @@ import (
 //
 // Until then the execution stays COMPLETED_RESULT_NOT_DELIVERED and a
 // matching retry gets the stored result.
+//
+// DELIVERED is never on a response's path: evidence queues the executions
+// it proves, and one marker goroutine (running while the queue is not
+// empty) appends what is queued as one group, every execution's DELIVERED
+// submitted at once so the ledger's committer commits them together. A
+// crash before a group lands leaves COMPLETED_RESULT_NOT_DELIVERED, whose
+// retry gets the stored result.
 const (
 	// maxAwaiting bounds the sessions and connections with completed
 	// responses awaiting evidence; beyond it the oldest are forgotten (their
 	// executions stay COMPLETED_RESULT_NOT_DELIVERED, the safe side).
 	maxAwaiting      = 1 << 16
 	markDeliveredMax = 10 * time.Second
+	// maxDeliveredGroup bounds the DELIVERED appends submitted together.
+	maxDeliveredGroup = 64
+	// maxMarksQueued bounds the executions awaiting their DELIVERED
+	// append; beyond it evidence is dropped (the safe side, as above).
+	maxMarksQueued = 1 << 14
 	// maxResumeScan bounds the stored events read on a resumption.
 	maxResumeScan = 4096
 )
@@ -50,6 +62,11 @@ type arrival struct {
 	at    time.Time
 }
 
+// mark is one execution that evidence says its agent received.
+type mark struct {
+	actor, id, evidence string
+}
+
 // delivery tracks which responses carried which results, and records
 // DELIVERED on evidence.
 type delivery struct {
@@ -61,6 +78,11 @@ type delivery struct {
 	pending  map[string][]string // request nonce → executions whose result that response carries
 	awaiting map[string]awaiting // "s:"+session or "c:"+remote address → completed responses' executions
 	arrivals map[string]arrival  // same keys → the latest request seen there
+	marks    []mark              // evidence awaiting its DELIVERED append
+	marking  bool                // the marker goroutine is running
+	// onGroup, when set (tests), hears the size of every group the marker
+	// submits.
+	onGroup func(n int)
 }
 
 func newDelivery(l *ledger.Service, log *slog.Logger) *delivery {
@@ -159,14 +181,14 @@ func (d *delivery) evidence(ctx context.Context, actor string, keys []string) {
 	if len(ids) > 0 {
 		// Off the request's path: until it lands, a retry still gets the
 		// stored result (the safe side).
-		go d.mark(context.WithoutCancel(ctx), actor, ids, "a later request on the same session or connection")
+		d.mark(ctx, actor, ids, "a later request on the same session or connection")
 	}
 }
 
 // ack: the agent acknowledged receipt explicitly.
 func (d *delivery) ack(ctx context.Context, actor string, ids []string) {
 	if len(ids) > 0 {
-		go d.mark(context.WithoutCancel(ctx), actor, ids, "acknowledged by the agent")
+		d.mark(ctx, actor, ids, "acknowledged by the agent")
 	}
 }
 
@@ -223,24 +245,97 @@ func carriedExecution(data []byte) []string {
 	return []string{rec.ExecutionID}
 }
 
-// mark appends DELIVERED for each of ids that belongs to actor and awaits
-// delivery; anything else is left alone.
-func (d *delivery) mark(ctx context.Context, actor string, ids []string, evidence string) {
+// mark queues DELIVERED for each of ids, to be appended off the caller's
+// path; the marker appends it for those that belong to actor and await
+// delivery, and leaves anything else alone. It never blocks on the ledger.
+func (d *delivery) mark(_ context.Context, actor string, ids []string, evidence string) {
+	dropped := 0
+	d.mu.Lock()
 	for _, id := range ids {
 		if ledger.ValidateExecutionID(id) != nil {
 			continue
 		}
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markDeliveredMax)
-		x, err := d.ledger.Get(mctx, id)
-		if err != nil || x.GetActor() != actor || x.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
-			cancel()
+		if len(d.marks) >= maxMarksQueued {
+			dropped++
 			continue
 		}
-		_, err = d.ledger.Transition(mctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DELIVERED, Evidence: evidence})
-		cancel()
-		var ite *ledger.IllegalTransitionError
-		if err != nil && !errors.As(err, &ite) {
-			d.log.Warn("mark delivered", "execution", id, "err", err)
+		d.marks = append(d.marks, mark{actor: actor, id: id, evidence: evidence})
+	}
+	start := !d.marking && len(d.marks) > 0
+	if start {
+		d.marking = true
+	}
+	d.mu.Unlock()
+	if dropped > 0 {
+		d.log.Warn("delivery evidence dropped: too many DELIVERED appends queued; those executions stay COMPLETED_RESULT_NOT_DELIVERED", "dropped", dropped, "queued", maxMarksQueued)
+	}
+	if start {
+		go d.marker()
+	}
+}
+
+// marker appends the queued DELIVERED events, a group at a time: what is
+// queued when the previous group landed (maxDeliveredGroup at most), so
+// the group grows with the load and nothing waits for it to fill. It ends
+// when the queue is empty.
+func (d *delivery) marker() {
+	for {
+		d.mu.Lock()
+		n := min(len(d.marks), maxDeliveredGroup)
+		if n == 0 {
+			d.marking = false
+			d.mu.Unlock()
+			return
 		}
+		group := append([]mark(nil), d.marks[:n]...)
+		d.marks = append(d.marks[:0], d.marks[n:]...)
+		onGroup := d.onGroup
+		d.mu.Unlock()
+		if onGroup != nil {
+			onGroup(len(group))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), markDeliveredMax)
+		var wg sync.WaitGroup
+		for _, m := range group {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d.markOne(ctx, m)
+			}()
+		}
+		wg.Wait()
+		cancel()
+	}
+}
+
+// errNotAwaiting stops a DELIVERED whose execution is another agent's or
+// does not await delivery.
+var errNotAwaiting = errors.New("not awaiting delivery")
+
+// markOne appends DELIVERED if the execution belongs to the agent and
+// awaits delivery, under compare-and-set on the execution's subject. It
+// decides on this gateway's own latest write (the result it just
+// recorded) or the views; when those say "not awaiting", it reads the log
+// itself before leaving the execution alone (another gateway may have
+// recorded the result).
+func (d *delivery) markOne(ctx context.Context, m mark) {
+	ch := ledger.Change{ExecutionID: m.id, Event: pb.EventType_EVENT_TYPE_DELIVERED, Evidence: m.evidence,
+		Require: func(x *pb.Execution, _ time.Time) error {
+			if x.GetActor() != m.actor || x.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
+				return errNotAwaiting
+			}
+			return nil
+		}}
+	_, err := d.ledger.Transition(ctx, ch)
+	if errors.Is(err, errNotAwaiting) {
+		x, gerr := d.ledger.Get(ctx, m.id)
+		if gerr != nil || x.GetActor() != m.actor || x.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
+			return
+		}
+		_, err = d.ledger.Transition(ctx, ch)
+	}
+	var ite *ledger.IllegalTransitionError
+	if err != nil && !errors.Is(err, errNotAwaiting) && !errors.Is(err, ledger.ErrNotFound) && !errors.As(err, &ite) {
+		d.log.Warn("mark delivered", "execution", m.id, "err", err)
 	}
 }

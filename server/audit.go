@@ -214,7 +214,7 @@ func executionByOperationKey(ctx context.Context, s jetstream.Stream, keys ledge
 		if err != nil {
 			return nil // quarantined: not evidence
 		}
-		if ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey {
+		if ledger.StartsExecution(ev.GetType()) && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey {
 			executionID = ev.GetExecutionId()
 		}
 		return nil
@@ -317,7 +317,7 @@ func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.K
 				continue // quarantined: not evidence
 			}
 			out = append(out, audit.Stored{Seq: md.Sequence.Stream, Event: ev})
-			if executionID == "" && ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED {
+			if executionID == "" && ledger.StartsExecution(ev.GetType()) {
 				executionID = ev.GetExecutionId() // the latest execution of the intent
 			}
 		}
@@ -349,7 +349,7 @@ func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.K
 		if err != nil || !chain.follows(ev) {
 			return nil // quarantined: not evidence
 		}
-		if ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED && ev.GetExecutionChanged().GetExecution().GetRequestDigest() == digest {
+		if ledger.StartsExecution(ev.GetType()) && ev.GetExecutionChanged().GetExecution().GetRequestDigest() == digest {
 			related[id] = true
 		}
 		if related[id] {

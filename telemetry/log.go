@@ -22,6 +22,10 @@ func (m *Metrics) Log(stream string, l ledger.Log) ledger.Log {
 		case strings.HasPrefix(name, "EVENT_TYPE_BUDGET_"):
 			c.budget[t] = m.decisions.WithLabelValues(KindBudget, budgetOutcome(t))
 		case t == pb.EventType_EVENT_TYPE_UNSPECIFIED, t == pb.EventType_EVENT_TYPE_CHECKPOINT, strings.HasPrefix(name, "EVENT_TYPE_SESSION_"):
+		case t == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED:
+			// Accepted and dispatched in one event: a dispatch (the
+			// acceptance is counted as the Begin's decision).
+			c.transitions[t] = m.decisions.WithLabelValues(KindTransition, EventName(pb.EventType_EVENT_TYPE_DISPATCHED))
 		default:
 			c.transitions[t] = m.decisions.WithLabelValues(KindTransition, EventName(t))
 		}

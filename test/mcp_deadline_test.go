@@ -173,8 +173,19 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The dead gateway's dispatch was one durable append: the execution
+	// starts with ACCEPTED_DISPATCHED (accepted and dispatched in one
+	// event), carrying the token and deadline the sweep expired it by.
+	evs := subjectEvents(t, stream, "pc.exec.*."+id)
+	if first := evs[0]; first.GetType() != pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED || first.GetGatewayId() != "gw-b" ||
+		!first.GetExecutionChanged().GetExecution().GetDispatchDeadline().AsTime().Equal(deadline) {
+		t.Fatalf("first event %s by %s, want ACCEPTED_DISPATCHED by gw-b with deadline %v", first.GetType(), first.GetGatewayId(), deadline)
+	}
+	if evs[1].GetType() != pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN {
+		t.Fatalf("second event %s, want OUTCOME_UNKNOWN (nothing between the combined append and the expiry)", evs[1].GetType())
+	}
 	n := 0
-	for _, ev := range subjectEvents(t, stream, "pc.exec.*."+id) {
+	for _, ev := range evs {
 		if ev.GetType() != pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN {
 			continue
 		}

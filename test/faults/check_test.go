@@ -45,14 +45,22 @@ type execEvents struct {
 	events []*pb.Event
 }
 
-func (e *execEvents) count(ty pb.EventType) int {
+func (e *execEvents) count(types ...pb.EventType) int {
 	n := 0
 	for _, ev := range e.events {
-		if ev.GetType() == ty {
-			n++
+		for _, ty := range types {
+			if ev.GetType() == ty {
+				n++
+			}
 		}
 	}
 	return n
+}
+
+// dispatches counts the dispatches: DISPATCHED events and an
+// ACCEPTED_DISPATCHED (accepted and dispatched in one event).
+func (e *execEvents) dispatches() int {
+	return e.count(pb.EventType_EVENT_TYPE_DISPATCHED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED)
 }
 
 // readLedger reads every event of the executions stream.
@@ -128,7 +136,7 @@ func unresolved(ex map[string]*execEvents) []string {
 		open := false
 		for _, ev := range ex[id].events {
 			switch ev.GetType() {
-			case pb.EventType_EVENT_TYPE_DISPATCHED:
+			case pb.EventType_EVENT_TYPE_DISPATCHED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED:
 				open = true
 			case pb.EventType_EVENT_TYPE_RESULT_OBSERVED, pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN,
 				pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED, pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED:
@@ -180,12 +188,12 @@ func check(t *testing.T, seed uint64, c *cluster, pcBin string, l *load, faults 
 		var missing bool
 		switch a.kind {
 		case ackBegin:
-			missing = e == nil || e.count(pb.EventType_EVENT_TYPE_ACCEPTED) != 1
+			missing = e == nil || e.count(pb.EventType_EVENT_TYPE_ACCEPTED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED) != 1
 		case ackAttach:
 			attaches[a.execID]++
 			missing = e == nil
 		case ackDispatched:
-			missing = e == nil || e.count(pb.EventType_EVENT_TYPE_DISPATCHED) == 0
+			missing = e == nil || e.dispatches() == 0
 		case ackResult:
 			missing = e == nil || e.count(pb.EventType_EVENT_TYPE_RESULT_OBSERVED) == 0
 		case ackMCP:
@@ -232,7 +240,7 @@ func check(t *testing.T, seed uint64, c *cluster, pcBin string, l *load, faults 
 		dispatched, unknownSince := 0, false
 		for _, ev := range e.events {
 			switch ev.GetType() {
-			case pb.EventType_EVENT_TYPE_DISPATCHED:
+			case pb.EventType_EVENT_TYPE_DISPATCHED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED:
 				if dispatched > 0 && !unknownSince {
 					fail(evTime(ev.GetTimeUnixNano()), false, e.opKey, "execution %s has a second DISPATCHED without OUTCOME_UNKNOWN before it", id)
 				}
@@ -264,7 +272,7 @@ func check(t *testing.T, seed uint64, c *cluster, pcBin string, l *load, faults 
 			fail(time.Now(), false, op, "the target performed %s, an execution the ledger does not know", key)
 			continue
 		}
-		if d := e.count(pb.EventType_EVENT_TYPE_DISPATCHED); n > d {
+		if d := e.dispatches(); n > d {
 			fail(time.Now(), false, op, "the target saw %d requests for %s, the ledger %d DISPATCHED", n, key, d)
 		}
 	}

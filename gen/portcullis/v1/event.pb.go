@@ -40,6 +40,13 @@ const (
 	EventType_EVENT_TYPE_RESOLVED_COMPLETED    EventType = 11
 	// A retry attached to the execution with a new correlation.
 	EventType_EVENT_TYPE_ATTACHED EventType = 12
+	// A new execution accepted and dispatched in one decision (it needs no
+	// approval and holds no budget): the first event on the execution's
+	// subject, appended under compare-and-set on the intent's subject filter
+	// like ACCEPTED, carrying the record in DISPATCHED with its dispatch
+	// token and deadline set as a DISPATCHED event sets them. It is durable
+	// before any byte leaves for the target, and counts as both transitions.
+	EventType_EVENT_TYPE_ACCEPTED_DISPATCHED EventType = 13
 	// Budget events, one per decision on an account.
 	EventType_EVENT_TYPE_BUDGET_LIMIT_SET EventType = 20
 	EventType_EVENT_TYPE_BUDGET_RESERVED  EventType = 21
@@ -69,6 +76,7 @@ var (
 		10: "EVENT_TYPE_RESOLVED_NOT_EXECUTED",
 		11: "EVENT_TYPE_RESOLVED_COMPLETED",
 		12: "EVENT_TYPE_ATTACHED",
+		13: "EVENT_TYPE_ACCEPTED_DISPATCHED",
 		20: "EVENT_TYPE_BUDGET_LIMIT_SET",
 		21: "EVENT_TYPE_BUDGET_RESERVED",
 		22: "EVENT_TYPE_BUDGET_DENIED",
@@ -92,6 +100,7 @@ var (
 		"EVENT_TYPE_RESOLVED_NOT_EXECUTED": 10,
 		"EVENT_TYPE_RESOLVED_COMPLETED":    11,
 		"EVENT_TYPE_ATTACHED":              12,
+		"EVENT_TYPE_ACCEPTED_DISPATCHED":   13,
 		"EVENT_TYPE_BUDGET_LIMIT_SET":      20,
 		"EVENT_TYPE_BUDGET_RESERVED":       21,
 		"EVENT_TYPE_BUDGET_DENIED":         22,
@@ -587,7 +596,7 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\x0eclient_version\x18\x04 \x01(\tR\rclientVersion\x12)\n" +
 	"\x10protocol_version\x18\x05 \x01(\tR\x0fprotocolVersion\x12\x1f\n" +
 	"\vremote_addr\x18\x06 \x01(\tR\n" +
-	"remoteAddr*\x9d\x05\n" +
+	"remoteAddr*\xc1\x05\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_TYPE_ACCEPTED\x10\x02\x12\x19\n" +
@@ -601,7 +610,8 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	" EVENT_TYPE_RESOLVED_NOT_EXECUTED\x10\n" +
 	"\x12!\n" +
 	"\x1dEVENT_TYPE_RESOLVED_COMPLETED\x10\v\x12\x17\n" +
-	"\x13EVENT_TYPE_ATTACHED\x10\f\x12\x1f\n" +
+	"\x13EVENT_TYPE_ATTACHED\x10\f\x12\"\n" +
+	"\x1eEVENT_TYPE_ACCEPTED_DISPATCHED\x10\r\x12\x1f\n" +
 	"\x1bEVENT_TYPE_BUDGET_LIMIT_SET\x10\x14\x12\x1e\n" +
 	"\x1aEVENT_TYPE_BUDGET_RESERVED\x10\x15\x12\x1c\n" +
 	"\x18EVENT_TYPE_BUDGET_DENIED\x10\x16\x12\x1d\n" +
