@@ -32,8 +32,12 @@ type RootIdentity struct {
 	// X25519 public key the fingerprint key is sealed to.
 	BoxPublicKey    []byte `protobuf:"bytes,2,opt,name=box_public_key,json=boxPublicKey,proto3" json:"box_public_key,omitempty"`
 	CreatedUnixNano int64  `protobuf:"varint,3,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How many execution streams (lanes) the ledger spreads executions over,
+	// fixed when the ledger is created (docs/streams.md). 0 (a ledger created
+	// before lanes existed) and 1 mean the one stream PORTCULLIS_EXECUTIONS.
+	ExecutionLanes uint32 `protobuf:"varint,50,opt,name=execution_lanes,json=executionLanes,proto3" json:"execution_lanes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RootIdentity) Reset() {
@@ -83,6 +87,13 @@ func (x *RootIdentity) GetBoxPublicKey() []byte {
 func (x *RootIdentity) GetCreatedUnixNano() int64 {
 	if x != nil {
 		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *RootIdentity) GetExecutionLanes() uint32 {
+	if x != nil {
+		return x.ExecutionLanes
 	}
 	return 0
 }
@@ -477,12 +488,13 @@ var File_portcullis_v1_trust_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/trust.proto\x12\rportcullis.v1\"\x7f\n" +
+	"\x19portcullis/v1/trust.proto\x12\rportcullis.v1\"\xa8\x01\n" +
 	"\fRootIdentity\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x01 \x01(\fR\tpublicKey\x12$\n" +
 	"\x0ebox_public_key\x18\x02 \x01(\fR\fboxPublicKey\x12*\n" +
-	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\"\xbf\x01\n" +
+	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\x12'\n" +
+	"\x0fexecution_lanes\x182 \x01(\rR\x0eexecutionLanes\"\xbf\x01\n" +
 	"\n" +
 	"Enrollment\x12\x1d\n" +
 	"\n" +
