@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/mcp"
+	"github.com/portcullis-dev/portcullis/projector"
+	"google.golang.org/protobuf/proto"
 )
 
 // DefaultExecShards is how many execution lanes (streams) a NEW ledger
@@ -134,3 +139,116 @@ func (g *Gateway) laneStreams() []jetstream.Stream {
 	}
 	return out
 }
+
+// TimelineQuery selects what ReadTimeline reads.
+type TimelineQuery struct {
+	Lane        int    // -1: every lane
+	ExecutionID string // "": every execution
+}
+
+// ReadTimeline reads the execution events of the ledger on o, every lane
+// (or one) up to its last sequence when called, merged into one sequence
+// by event time: each lane in its own stream order, the lanes interleaved
+// by the events' time_unix_nano (ties: lower lane first). An undecodable
+// message is delivered at its stored time with a nil event.
+func ReadTimeline(ctx context.Context, o Options, q TimelineQuery, deliver func(r audit.Record, at time.Time, ev *pb.Event) error) error {
+	n, _, err := openForTool(o)
+	if err != nil {
+		return err
+	}
+	defer n.close()
+	lanes, err := ledgerLanes(ctx, n.js)
+	if err != nil {
+		return err
+	}
+	if q.Lane >= lanes.Count() {
+		return fmt.Errorf("%w: shard %d: the ledger has %d", ledger.ErrInvalid, q.Lane, lanes.Count())
+	}
+	if q.ExecutionID != "" {
+		if err := ledger.ValidateExecutionID(q.ExecutionID); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type item struct {
+		r  audit.Record
+		at time.Time
+		ev *pb.Event
+	}
+	var feeds []chan item
+	errs := make(chan error, lanes.Count())
+	for k, name := range lanes.Streams() {
+		if q.Lane >= 0 && k != q.Lane {
+			continue
+		}
+		s, err := n.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+		last, err := ljs.Source{Stream: s}.LastSeq(ctx)
+		if err != nil {
+			return err
+		}
+		ch := make(chan item, timelineBuffer)
+		feeds = append(feeds, ch)
+		go func() {
+			defer close(ch)
+			errs <- ljs.Source{Stream: s}.ReadUpTo(ctx, last, func(e projector.Entry) error {
+				if q.ExecutionID != "" && !strings.HasSuffix(e.Subject, "."+q.ExecutionID) {
+					return nil
+				}
+				it := item{r: audit.Record{Stream: name, Seq: e.Seq, Subject: e.Subject, Data: e.Data}, at: e.Time}
+				if ev := new(pb.Event); proto.Unmarshal(e.Data, ev) == nil {
+					it.ev = ev
+					if ev.GetTimeUnixNano() != 0 {
+						it.at = time.Unix(0, ev.GetTimeUnixNano())
+					}
+				}
+				select {
+				case ch <- it:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+		}()
+	}
+	heads := make([]*item, len(feeds))
+	next := func(k int) {
+		if it, ok := <-feeds[k]; ok {
+			heads[k] = &it
+		} else {
+			heads[k] = nil
+		}
+	}
+	for k := range feeds {
+		next(k)
+	}
+	for {
+		best := -1
+		for k, h := range heads {
+			if h != nil && (best < 0 || h.at.Before(heads[best].at)) {
+				best = k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		h := heads[best]
+		if err := deliver(h.r, h.at, h.ev); err != nil {
+			return err
+		}
+		next(best)
+	}
+	for range feeds {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timelineBuffer is how many events each lane's reader may read ahead of
+// the merge.
+const timelineBuffer = 256

@@ -530,7 +530,11 @@ func (g *Gateway) runSweep(ctx context.Context, off bool) {
 // fold since it started, over all streams (for an operator metric; the
 // quarantine view, ListQuarantine, holds each one).
 func (g *Gateway) Quarantined() uint64 {
-	return g.Projector.Quarantined() + g.Budget.Quarantined() + g.Sessions.Quarantined()
+	n := g.Budget.Quarantined() + g.Sessions.Quarantined()
+	for _, p := range g.LaneProjectors {
+		n += p.Quarantined()
+	}
+	return n
 }
 
 // Seal appends checkpoints now for every stream that moved.
