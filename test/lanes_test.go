@@ -172,6 +172,10 @@ func TestShardedLedgerEndToEnd(t *testing.T) {
 		t.Fatalf("16 read-only executions in shards %v", roLanes)
 	}
 
+	// The secrets scan reads every shard: a secret argument is in none.
+	mustOK(t)(ca.Begin(ctx, beginReq("deploy_release", args(t, map[string]any{"release_id": "rel-visible-in-shards", "token": "tok-secret-in-no-shard"}), "", "1")))
+	scanStored(t, a, "tok-secret-in-no-shard", "rel-visible-in-shards")
+
 	// Everything, in order of time, from every shard.
 	var total uint64
 	for _, name := range a.Lanes.Streams() {
