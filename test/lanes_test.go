@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,6 +154,41 @@ func TestShardedLedgerEndToEnd(t *testing.T) {
 		again, err := ca.Begin(ctx, beginReq("create_payment", argsOf[id], "", "3"))
 		if err != nil || again.Msg.GetRecovery() != pb.Recovery_RECOVERY_RETURN_RESULT || again.Msg.GetExecution().GetResultBody() != body {
 			t.Fatalf("shard %d: retry after the result: %v %v", k, again, err)
+		}
+	}
+	// Both gateways racing new intents: one execution each, the others
+	// attach (a lost compare-and-set catches up the intent's shard).
+	for round := range 4 {
+		in := args(t, map[string]any{"amount": 9000 + round})
+		const racers = 8
+		var wg sync.WaitGroup
+		ids, news, errs := make([]string, racers), make([]bool, racers), make([]error, racers)
+		for i := range racers {
+			c := ca
+			if i%2 == 1 {
+				c = cb
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := c.Begin(ctx, beginReq("create_payment", in, "", fmt.Sprint(i)))
+				if errs[i] = err; err == nil {
+					ids[i], news[i] = res.Msg.GetExecution().GetExecutionId(), res.Msg.GetDecision() == pb.Decision_DECISION_NEW
+				}
+			}()
+		}
+		wg.Wait()
+		n := 0
+		for i := range racers {
+			if errs[i] != nil || ids[i] != ids[0] {
+				t.Fatalf("race %d: %v %v", round, ids, errs)
+			}
+			if news[i] {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("race %d: %d new executions of one intent", round, n)
 		}
 	}
 	// Read-only executions (one shared token) spread by execution id.
