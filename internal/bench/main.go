@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,19 @@ func run() error {
 	shards := flag.Int("shards", 4, "streams of the sharded raw ceiling")
 	flag.IntVar(&execShards, "exec-shards", 0, "execution shards of every gateway's ledger (0: a new ledger's default)")
 	abShards := flag.Int("ab-shards", 4, "execution shards of the A/B series \"Begin new, in-process, N exec shards\" (0: none)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	callers, err := ints(*callersFlag)
 	if err != nil {
