@@ -278,9 +278,16 @@ func TestShardedLedgerEndToEnd(t *testing.T) {
 	}
 	waitQuarantined(t, a, 1)
 	waitQuarantined(t, b, 1)
-	q, err := a.Views.ListQuarantined(ctx, 0, 10)
+	q, err := a.Views.ListQuarantined(ctx, "", 0, 10)
 	if err != nil || len(q) != 1 || q[0].GetStream() != ledger.LaneStream(2) {
 		t.Fatalf("quarantine view: %v %v", q, err)
+	}
+	// Paging by (stream, seq) walks past one shard into the next.
+	if q, err := a.Views.ListQuarantined(ctx, ledger.LaneStream(1), 1<<40, 10); err != nil || len(q) != 1 || q[0].GetStream() != ledger.LaneStream(2) {
+		t.Fatalf("quarantine after shard 1: %v %v", q, err)
+	}
+	if q, err := a.Views.ListQuarantined(ctx, ledger.LaneStream(2), q[0].GetSeq(), 10); err != nil || len(q) != 0 {
+		t.Fatalf("quarantine after the last entry: %v %v", q, err)
 	}
 	got, err := cb.GetExecution(ctx, connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: victim}))
 	if err != nil || strings.Contains(got.Msg.GetExecution().GetResultBody(), "forged") {
