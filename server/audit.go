@@ -355,7 +355,7 @@ func readIntent(ctx context.Context, lanes []jetstream.Stream, sessions jetstrea
 			if err != nil || !chain.follows(ev) {
 				continue // quarantined: not evidence
 			}
-			out = append(out, audit.Stored{Seq: md.Sequence.Stream, Event: ev})
+			out = append(out, audit.Stored{Seq: md.Sequence.Stream, Event: ev, Stream: md.Stream})
 			if executionID == "" && ev.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED {
 				executionID = ev.GetExecutionId() // the latest execution of the intent
 			}
@@ -392,6 +392,10 @@ func readIntent(ctx context.Context, lanes []jetstream.Stream, sessions jetstrea
 // relatedIn adds to extra the events of one lane's executions of the same
 // request (digest) under intents other than token.
 func relatedIn(ctx context.Context, s jetstream.Stream, keys ledger.Keys, token, digest string, chain chainCheck, related map[string]bool, extra *[]audit.Stored) error {
+	var name string
+	if info := s.CachedInfo(); info != nil {
+		name = info.Config.Name
+	}
 	return ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
 		tok, id, ok := ledger.ParseExecutionSubject(e.Subject)
 		if !ok || tok == token {
@@ -408,7 +412,7 @@ func relatedIn(ctx context.Context, s jetstream.Stream, keys ledger.Keys, token,
 			related[id] = true
 		}
 		if related[id] {
-			*extra = append(*extra, audit.Stored{Seq: e.Seq, Event: ev})
+			*extra = append(*extra, audit.Stored{Seq: e.Seq, Event: ev, Stream: name})
 		}
 		return nil
 	})
