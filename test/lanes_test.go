@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
 	"github.com/portcullis-dev/portcullis/server"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -313,6 +315,40 @@ func TestShardedLedgerEndToEnd(t *testing.T) {
 		t.Fatalf("after the restart: %v %v", again, err)
 	}
 	honestDecision(t, r, "after-restart")
+
+	// rebuild and replay fold every shard.
+	rjs, err := jetstream.New(natsConnect(t, r, natsauth.Analyst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastSeq := map[string]uint64{}
+	for _, name := range r.Lanes.Streams() {
+		lastSeq[name] = must(must(rjs.Stream(ctx, name)).Info(ctx)).State.LastSeq
+	}
+	r.Close(ctx)
+	o := shardedOptions(t, dir, 0)
+	if err := server.Rebuild(ctx, o, nil); err != nil {
+		t.Fatalf("rebuild of a sharded ledger: %v", err)
+	}
+	views, err := pebbleviews.Open(filepath.Join(dir, "views"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, last := range lastSeq {
+		if cp, err := views.Checkpoint(name); err != nil || cp != last {
+			t.Fatalf("rebuilt views hold %s up to %d, the stream to %d (%v)", name, cp, last, err)
+		}
+	}
+	views.Close()
+	replayed, err := server.Replay(ctx, o, "", filepath.Join(t.TempDir(), "replay"), nil)
+	if err != nil || replayed < total {
+		t.Fatalf("replay of a sharded ledger: %d events (the shards held %d before), %v", replayed, total, err)
+	}
+	rb := shardedGateway(t, dir, 0)
+	again, err = client(rb).Begin(ctx, beginReq("create_payment", argsOf[byLane[3]], "", "5"))
+	if err != nil || again.Msg.GetExecution().GetExecutionId() != byLane[3] || again.Msg.GetRecovery() != pb.Recovery_RECOVERY_RETURN_RESULT {
+		t.Fatalf("after the rebuild: %v %v", again, err)
+	}
 }
 
 // waitSealed waits until a checkpoint covers every shard's last sequence.
