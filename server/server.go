@@ -565,6 +565,9 @@ func (g *Gateway) Close(ctx context.Context) {
 		if g.jsLog != nil {
 			g.jsLog.Close()
 		}
+		for _, l := range g.laneLogs[min(1, len(g.laneLogs)):] { // lanes ≥ 1 (lane 0 is jsLog)
+			l.Close()
+		}
 		if g.budLog != nil {
 			g.budLog.Close()
 		}
