@@ -41,6 +41,44 @@ type Investigation struct {
 type Stored struct {
 	Seq   uint64
 	Event *pb.Event
+	// Stream holds Seq ("": the intent's executions stream). Events of one
+	// stream keep their sequence order; streams (the shards of a sharded
+	// ledger) are merged by event time.
+	Stream string
+}
+
+// byStreamThenTime orders events: each stream by sequence, the streams
+// interleaved by event time (a k-way merge, so the order within a stream
+// stands even when gateways' clocks disagree).
+func byStreamThenTime(events []Stored) []Stored {
+	groups := map[string][]Stored{}
+	var names []string
+	for _, s := range events {
+		if _, ok := groups[s.Stream]; !ok {
+			names = append(names, s.Stream)
+		}
+		groups[s.Stream] = append(groups[s.Stream], s)
+	}
+	sort.Strings(names)
+	for _, g := range groups {
+		sort.Slice(g, func(i, j int) bool { return g[i].Seq < g[j].Seq })
+	}
+	out := make([]Stored, 0, len(events))
+	for len(out) < len(events) {
+		best := ""
+		found := false
+		for _, n := range names {
+			if len(groups[n]) == 0 {
+				continue
+			}
+			if !found || groups[n][0].Event.GetTimeUnixNano() < groups[best][0].Event.GetTimeUnixNano() {
+				best, found = n, true
+			}
+		}
+		out = append(out, groups[best][0])
+		groups[best] = groups[best][1:]
+	}
+	return out
 }
 
 // Investigate reads the events of every execution of one intent (all
@@ -59,8 +97,7 @@ func Investigate(executionID string, events []Stored) Investigation {
 		}
 		calls = append(calls, s)
 	}
-	events = calls
-	sort.Slice(events, func(i, j int) bool { return events[i].Seq < events[j].Seq })
+	events = byStreamThenTime(calls)
 	inv := Investigation{ExecutionID: executionID}
 	byExec := map[string][]Stored{}
 	for _, s := range events {

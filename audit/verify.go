@@ -190,7 +190,7 @@ func (v *Verifier) Add(r Record) {
 		return
 	}
 	var x *pb.Event
-	if _, _, isExec := ledger.ParseExecutionSubject(r.Subject); isExec && r.Stream == ledger.ExecutionsStream {
+	if isExecutionEvent(r) {
 		if err := ledger.CheckNext(prev.event, ev); err != nil {
 			v.fail(r, "illegal transition: %v", err)
 			return
@@ -285,3 +285,15 @@ func (v *Verifier) Report() Report {
 
 // ErrFailed is returned by commands when a verification found failures.
 var ErrFailed = errors.New("audit verify: failures (see report)")
+
+// isExecutionEvent reports whether r is on an execution subject in the
+// stream of that subject's lane (PORTCULLIS_EXECUTIONS, or
+// PORTCULLIS_EXECUTIONS_<k> for lane k of a sharded ledger).
+func isExecutionEvent(r Record) bool {
+	lane, _, _, ok := ledger.SplitExecutionSubject(r.Subject)
+	if !ok {
+		return false
+	}
+	k, ok := ledger.StreamLane(r.Stream)
+	return ok && k == lane
+}

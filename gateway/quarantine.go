@@ -13,8 +13,9 @@ const maxQuarantinePage = 1000
 
 // Quarantine is the read side of a gateway's quarantine view.
 type Quarantine interface {
-	// ListQuarantined returns up to limit entries after the sequence, oldest first.
-	ListQuarantined(ctx context.Context, afterSeq uint64, limit int) ([]*pb.Quarantined, error)
+	// ListQuarantined returns up to limit entries after the sequence of
+	// afterStream ("": the executions stream), in (stream, sequence) order.
+	ListQuarantined(ctx context.Context, afterStream string, afterSeq uint64, limit int) ([]*pb.Quarantined, error)
 	// QuarantinedTotal is how many messages the views quarantined.
 	QuarantinedTotal() uint64
 }
@@ -31,7 +32,7 @@ func (s *AuditService) ListQuarantine(ctx context.Context, req *connect.Request[
 	if n == 0 {
 		n = 100
 	}
-	q, err := s.Quarantine.ListQuarantined(ctx, req.Msg.GetAfterSeq(), n)
+	q, err := s.Quarantine.ListQuarantined(ctx, req.Msg.GetAfterStream(), req.Msg.GetAfterSeq(), n)
 	if err != nil {
 		return nil, connectError(err)
 	}

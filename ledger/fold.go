@@ -28,7 +28,7 @@ func CheckNext(prev, next *pb.Event) error {
 	if x.GetExecutionId() != next.GetExecutionId() {
 		return fmt.Errorf("%w: event %s carries execution %s", ErrCorrupt, next.GetEventId(), x.GetExecutionId())
 	}
-	if next.GetSubject() != ExecutionSubject(x.GetIntentToken(), x.GetExecutionId()) {
+	if _, rest, ok := SubjectLane(next.GetSubject()); !ok || rest != x.GetIntentToken()+"."+x.GetExecutionId() {
 		return fmt.Errorf("%w: event %s on %s carries execution %s of intent %s", ErrCorrupt, next.GetEventId(), next.GetSubject(), x.GetExecutionId(), x.GetIntentToken())
 	}
 	if prev == nil {

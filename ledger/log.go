@@ -2,6 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,35 +90,216 @@ type ListQuery struct {
 // subject (or pc.exec.*.<execution id> when only the id is known); one
 // intent, every execution it ever had, with pc.exec.<intent token>.*, the
 // subject filter that owns the decision to create a new execution.
+//
+// A ledger may spread its executions over several lanes (streams, each
+// with its own committer), fixed when it is created (see Lanes). Lane 0 is
+// the stream and subjects above; lane k ≥ 1 is the stream
+// PORTCULLIS_EXECUTIONS_<k> on pc.exec<k>.<intent token>.<execution id>.
 const (
 	ExecutionsStream  = "PORTCULLIS_EXECUTIONS"
 	execSubjectPrefix = "pc.exec."
+	execLanePrefix    = "pc.exec" // + lane + "." for lanes ≥ 1
 	// ReadOnlyToken is the intent token of read_only executions: they are
 	// recorded but never matched, so they share one intent nobody checks.
 	ReadOnlyToken = "ro"
+	// MaxLanes bounds the lanes of a ledger (each is a stream, a committer
+	// and a projector).
+	MaxLanes = 64
 )
 
-// ExecutionsSubjects are the subjects the executions stream captures.
+// ExecutionsSubjects are the subjects the executions stream (lane 0) captures.
 var ExecutionsSubjects = []string{execSubjectPrefix + "*.*"}
 
-// ExecutionSubject is the subject of one execution's events.
+// ExecutionSubject is the subject of one execution's events in lane 0 (a
+// ledger of one lane).
 func ExecutionSubject(token, executionID string) string {
 	return execSubjectPrefix + token + "." + executionID
 }
 
-// IntentFilter is the subject filter covering every execution of an intent.
+// IntentFilter is the subject filter covering every execution of an intent
+// in lane 0 (a ledger of one lane).
 func IntentFilter(token string) string { return execSubjectPrefix + token + ".*" }
 
-// ParseExecutionSubject splits an execution subject into intent token and
-// execution id.
+// Lanes is how many execution streams a ledger spreads its executions
+// over. An intent's subjects and its executions' subjects live in one lane
+// (the intent token's stable hash modulo the count), so every decision has
+// one owning subject and an atomic batch stays in one stream. Read-only
+// executions, which no decision is conditioned on, are spread by their
+// execution id. 0 and 1 both mean one lane: PORTCULLIS_EXECUTIONS alone.
+type Lanes int
+
+// Count is the number of lanes (at least 1).
+func (n Lanes) Count() int {
+	if n < 1 {
+		return 1
+	}
+	return int(n)
+}
+
+// Of is the lane of an intent token (of the execution id for read-only
+// executions, whose token is shared).
+func (n Lanes) Of(token, executionID string) int {
+	c := n.Count()
+	if c == 1 {
+		return 0
+	}
+	key := token
+	if token == ReadOnlyToken {
+		key = executionID
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(c))
+}
+
+// ExecutionSubject is the subject of one execution's events, in its lane.
+func (n Lanes) ExecutionSubject(token, executionID string) string {
+	return LanePrefix(n.Of(token, executionID)) + token + "." + executionID
+}
+
+// IntentFilter is the subject filter covering every execution of an
+// intent, in its lane.
+func (n Lanes) IntentFilter(token string) string {
+	return LanePrefix(n.Of(token, "")) + token + ".*"
+}
+
+// Owns reports whether an event on subject is where the ledger puts it:
+// an execution subject of a lane below the count, the lane its token (or,
+// read-only, its execution id) hashes to.
+func (n Lanes) Owns(subject string) bool {
+	lane, token, id, ok := SplitExecutionSubject(subject)
+	return ok && lane < n.Count() && lane == n.Of(token, id)
+}
+
+// LaneStream is the stream of lane k.
+func LaneStream(k int) string {
+	if k == 0 {
+		return ExecutionsStream
+	}
+	return ExecutionsStream + "_" + strconv.Itoa(k)
+}
+
+// LanePrefix is the subject prefix of lane k ("pc.exec." or "pc.exec<k>.").
+func LanePrefix(k int) string {
+	if k == 0 {
+		return execSubjectPrefix
+	}
+	return execLanePrefix + strconv.Itoa(k) + "."
+}
+
+// LaneSubjects are the subjects lane k's stream captures.
+func LaneSubjects(k int) []string { return []string{LanePrefix(k) + "*.*"} }
+
+// Streams are the streams of every lane, lane 0 first.
+func (n Lanes) Streams() []string {
+	out := make([]string, n.Count())
+	for k := range out {
+		out[k] = LaneStream(k)
+	}
+	return out
+}
+
+// StreamLane is the lane whose stream is name (false: not an executions
+// stream).
+func StreamLane(name string) (int, bool) {
+	if name == ExecutionsStream {
+		return 0, true
+	}
+	rest, ok := strings.CutPrefix(name, ExecutionsStream+"_")
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.Atoi(rest)
+	if err != nil || k < 1 || k >= MaxLanes || strconv.Itoa(k) != rest {
+		return 0, false
+	}
+	return k, true
+}
+
+// SubjectLane is the lane of any subject under an execution prefix and the
+// rest of it after the prefix (valid execution id or not).
+func SubjectLane(subject string) (lane int, rest string, ok bool) {
+	if rest, ok := strings.CutPrefix(subject, execSubjectPrefix); ok {
+		return 0, rest, true
+	}
+	rest, ok = strings.CutPrefix(subject, execLanePrefix)
+	if !ok {
+		return 0, "", false
+	}
+	num, rest, ok := strings.Cut(rest, ".")
+	k, err := strconv.Atoi(num)
+	if !ok || err != nil || k < 1 || k >= MaxLanes || strconv.Itoa(k) != num {
+		return 0, "", false
+	}
+	return k, rest, true
+}
+
+// ParseExecutionSubject splits an execution subject (of any lane) into
+// intent token and execution id.
 func ParseExecutionSubject(subject string) (token, executionID string, ok bool) {
-	rest, found := strings.CutPrefix(subject, execSubjectPrefix)
+	_, token, executionID, ok = SplitExecutionSubject(subject)
+	return token, executionID, ok
+}
+
+// SplitExecutionSubject splits an execution subject into lane, intent
+// token and execution id.
+func SplitExecutionSubject(subject string) (lane int, token, executionID string, ok bool) {
+	lane, rest, found := SubjectLane(subject)
 	if !found {
-		return "", "", false
+		return 0, "", "", false
 	}
 	token, executionID, ok = strings.Cut(rest, ".")
 	if !ok || token == "" || strings.Contains(executionID, ".") || ValidateExecutionID(executionID) != nil {
-		return "", "", false
+		return 0, "", "", false
 	}
-	return token, executionID, true
+	return lane, token, executionID, true
 }
+
+// Lane is one execution stream as a decider uses it: its log, and how to
+// wait until the views hold it up to a sequence.
+type Lane struct {
+	Log     Log
+	WaitFor func(ctx context.Context, seq uint64) error
+}
+
+// laneLog routes every call to the lane its subject lives in.
+type laneLog []Lane
+
+var errLaneless = errors.New("ledger: a sharded log has no single last sequence; ask a lane")
+
+func (l laneLog) lane(subject string) (Log, error) {
+	k, _, ok := SubjectLane(subject)
+	if !ok || k >= len(l) {
+		return nil, fmt.Errorf("%w: %s is in no lane of this ledger", ErrInvalid, subject)
+	}
+	return l[k].Log, nil
+}
+
+// Append appends one decision to the lane of its first message; every
+// message must be in that lane (an atomic batch spans one stream).
+func (l laneLog) Append(ctx context.Context, msgs ...Message) ([]uint64, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	k, _, _ := SubjectLane(msgs[0].Subject)
+	for _, m := range msgs[1:] {
+		if j, _, _ := SubjectLane(m.Subject); j != k {
+			return nil, fmt.Errorf("%w: one decision spans lanes %d and %d", ErrInvalid, k, j)
+		}
+	}
+	log, err := l.lane(msgs[0].Subject)
+	if err != nil {
+		return nil, err
+	}
+	return log.Append(ctx, msgs...)
+}
+
+func (l laneLog) Last(ctx context.Context, subject string) (Head, error) {
+	log, err := l.lane(subject)
+	if err != nil {
+		return Head{}, err
+	}
+	return log.Last(ctx, subject)
+}
+
+func (l laneLog) LastSeq(context.Context) (uint64, error) { return 0, errLaneless }

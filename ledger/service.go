@@ -44,6 +44,11 @@ type Config struct {
 	// decision, whether an error is a refusal by the rules, and the error.
 	// It must not block.
 	OnBegin func(decision pb.Decision, refused bool, err error)
+	// Lanes, when more than one, are the ledger's execution lanes (lane k
+	// at index k; see Lanes): Log and Views.WaitFor are then unused and
+	// every decision goes to the lane its intent lives in. Empty: one lane,
+	// Log.
+	Lanes []Lane
 }
 
 // Service decides: it reads what it knows (its own recent writes, else the
@@ -63,6 +68,8 @@ type Service struct {
 	budget    Budget
 	signKey   ed25519.PrivateKey
 	onBegin   func(pb.Decision, bool, error)
+	lanes     Lanes
+	laneSet   laneLog // nil: one lane (log, views.WaitFor)
 }
 
 // NewService returns a Service over cfg.
@@ -71,10 +78,15 @@ func NewService(cfg Config) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{
+	s := &Service{
 		log: cfg.Log, views: cfg.Views, key: cfg.Key, contracts: cfg.Contracts,
 		gatewayID: cfg.GatewayID, now: now, known: newKnownCache(knownCacheSize), budget: cfg.Budget, signKey: cfg.SignKey, onBegin: cfg.OnBegin,
 	}
+	if len(cfg.Lanes) > 1 {
+		s.laneSet = laneLog(cfg.Lanes)
+		s.log, s.lanes = s.laneSet, Lanes(len(cfg.Lanes))
+	}
+	return s
 }
 
 // BeginInput is one tools/call as the ledger sees it.
@@ -170,7 +182,7 @@ func (s *Service) begin(ctx context.Context, in BeginInput) (BeginResult, error)
 			}
 			continue
 		default:
-			res, err = s.create(ctx, c, in, d, token, intent, IntentFilter(token))
+			res, err = s.create(ctx, c, in, d, token, intent, s.lanes.IntentFilter(token))
 		}
 		if errors.Is(err, ErrConflict) {
 			if err := s.catchUp(ctx, err); err != nil {
@@ -247,7 +259,7 @@ func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput
 			x.BudgetOperationKey = id
 		}
 	}
-	ev := s.event(s.acceptType(c, in, x, now), ExecutionSubject(token, id), id, now)
+	ev := s.event(s.acceptType(c, in, x, now), s.lanes.ExecutionSubject(token, id), id, now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: in.Correlation}}
 	Seal(ev, nil)
 	Sign(ev, s.signKey)
@@ -529,7 +541,23 @@ func (s *Service) intent(ctx context.Context, token string) (IntentHead, error) 
 // when unknown, the stream's last sequence now), so the next round decides
 // on what the winner wrote.
 func (s *Service) catchUp(ctx context.Context, conflict error) error {
-	return CatchUp(ctx, s.log, s.views.WaitFor, conflict)
+	if s.laneSet == nil {
+		return CatchUp(ctx, s.log, s.views.WaitFor, conflict)
+	}
+	// Sequences are per lane: catch up the lane the conflict names, or,
+	// when it names none, every lane.
+	var ce *ConflictError
+	if errors.As(conflict, &ce) {
+		if k, _, ok := SubjectLane(ce.Subject); ok && k < len(s.laneSet) {
+			return CatchUp(ctx, s.laneSet[k].Log, s.laneSet[k].WaitFor, conflict)
+		}
+	}
+	for _, l := range s.laneSet {
+		if err := CatchUp(ctx, l.Log, l.WaitFor, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CatchUp is how every decider recovers from a lost compare-and-set: wait

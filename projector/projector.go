@@ -114,6 +114,7 @@ type Projector struct {
 	loaded bool
 
 	guard *guard
+	x     *executions
 }
 
 // guard is what a projector checks every event against, and its count of
@@ -144,6 +145,13 @@ func (p *Projector) SetKeys(keys ledger.Keys) { p.guard.keys = keys }
 // (for a metric; it must not block). Call it before Run.
 func (p *Projector) OnQuarantine(fn func(stream string, reason error)) { p.guard.onQuarantine = fn }
 
+// SetLane makes this the projector of lane k of a ledger of n lanes (the
+// default: lane 0 of one). An event on a subject that is not where the
+// ledger puts it (another lane's intent) is quarantined and moves no
+// intent row: the owning lane's sequences are the only ones an intent
+// keeps. Call it before Run.
+func (p *Projector) SetLane(k int, n ledger.Lanes) { p.x.lane, p.x.lanes = k, n }
+
 // Quarantined counts the messages this projector refused to fold since it
 // started (an operator metric; the quarantine view holds each one).
 func (p *Projector) Quarantined() uint64 { return p.guard.quarantined.Load() }
@@ -155,7 +163,7 @@ func New(stream string, src Source, store Store, log *slog.Logger) *Projector {
 	}
 	g := &guard{now: time.Now}
 	x := &executions{stream: stream, store: store, guard: g, log: log}
-	return &Projector{stream: stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: x.apply, log: log, guard: g}
+	return &Projector{stream: stream, src: src, checkpoint: store.Checkpoint, mark: store.Mark, apply: x.apply, log: log, guard: g, x: x}
 }
 
 // Apply folds one ordered batch of entries and writes it with its mark.
@@ -188,6 +196,8 @@ type executions struct {
 	store  Store
 	guard  *guard
 	log    *slog.Logger
+	lane   int
+	lanes  ledger.Lanes
 }
 
 // Run folds from the checkpoint on until ctx ends. An event that fails its
@@ -259,6 +269,10 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, fault) // retried, never quarantined
 		}
 		token, tokOK := intentToken(e.Subject)
+		if fault == nil && !p.owns(e.Subject) {
+			fault = fmt.Errorf("%w: %s is not in lane %d of %d (an intent lives in one lane)", ledger.ErrCorrupt, e.Subject, p.lane, p.lanes.Count())
+		}
+		tokOK = tokOK && p.ownsToken(e.Subject, token)
 		if fault != nil {
 			// Quarantined: never folded. The subject's (and its intent's)
 			// last sequence still moves, so a decision on it keeps the
@@ -286,6 +300,9 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 			continue
 		}
 		put(Row{Subject: e.Subject, Seq: e.Seq, Data: e.Data, Event: ev, Accepted: prev == nil, Replaced: prev})
+		if !tokOK {
+			continue // a read-only execution outside lane 0: no intent row
+		}
 		in, err := intent(token)
 		if err != nil {
 			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
@@ -325,16 +342,38 @@ func checkEntry(e Entry, prev *pb.Event, keys ledger.Keys) (*pb.Event, error) {
 	return ev, nil
 }
 
-// intentToken is the intent part of any subject under pc.exec., valid
-// execution id or not: a message there moves the intent filter's last
-// sequence whatever it holds.
+// intentToken is the intent part of any subject under an execution
+// prefix (pc.exec. or a lane's), valid execution id or not: a message
+// there moves the intent filter's last sequence whatever it holds.
 func intentToken(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, "pc.exec.")
+	_, rest, ok := ledger.SubjectLane(subject)
 	if !ok {
 		return "", false
 	}
 	token, _, ok := strings.Cut(rest, ".")
 	return token, ok && token != ""
+}
+
+// owns reports whether subject is an execution subject of this lane that
+// the ledger puts here.
+func (p *executions) owns(subject string) bool {
+	k, _, _ := ledger.SubjectLane(subject)
+	return k == p.lane && p.lanes.Owns(subject)
+}
+
+// ownsToken reports whether a message on subject moves its intent's row:
+// it is in this lane and the intent lives here (a ledger of one lane:
+// always; read-only executions, spread over lanes, share a token no
+// decision reads, so only lane 0 keeps its row).
+func (p *executions) ownsToken(subject, token string) bool {
+	if p.lanes.Count() == 1 {
+		return true
+	}
+	k, _, _ := ledger.SubjectLane(subject)
+	if token == ledger.ReadOnlyToken {
+		return k == 0 && p.lane == 0
+	}
+	return k == p.lane && p.lanes.Of(token, "") == p.lane
 }
 
 // CatchUp folds until the views hold everything the stream held when it

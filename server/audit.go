@@ -49,12 +49,17 @@ func ReadLedgerCounted(ctx context.Context, o Options, gotTrust func(audit.Ledge
 	if err := gotTrust(t); err != nil {
 		return err
 	}
+	lanes, err := ledgerLanes(ctx, n.js)
+	if err != nil {
+		return err
+	}
+	audited := auditedStreams(lanes)
 	type cut struct {
 		name   string
 		stream jetstream.Stream
 		last   uint64
 	}
-	order := append([]string{AuditStream}, AuditedStreams[:len(AuditedStreams)-1]...)
+	order := append([]string{AuditStream}, audited[:len(audited)-1]...)
 	cuts := map[string]cut{}
 	for _, name := range order {
 		s, err := n.js.Stream(ctx, name)
@@ -79,7 +84,7 @@ func ReadLedgerCounted(ctx context.Context, o Options, gotTrust func(audit.Ledge
 		}
 		total(events)
 	}
-	for _, name := range AuditedStreams {
+	for _, name := range audited {
 		c, ok := cuts[name]
 		if !ok || c.last == 0 {
 			continue
@@ -147,8 +152,12 @@ func SaveCheckpoint(ctx context.Context, o Options) (audit.SavedCheckpoints, err
 	if err != nil {
 		return audit.SavedCheckpoints{}, fmt.Errorf("%w: no checkpoints yet (%v)", ErrNoLedger, err)
 	}
+	lanes, err := ledgerLanes(ctx, n.js)
+	if err != nil {
+		return audit.SavedCheckpoints{}, err
+	}
 	out := audit.SavedCheckpoints{SavedAt: time.Now().UTC()}
-	for _, stream := range SealedStreams {
+	for _, stream := range sealedStreams(lanes) {
 		m, err := s.GetLastMsgForSubject(ctx, CheckpointSubject(stream))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -184,29 +193,52 @@ func ReadIntent(ctx context.Context, o Options, executionID, fingerprint, operat
 		return "", nil, err
 	}
 	defer n.close()
-	s, err := n.js.Stream(ctx, ledger.ExecutionsStream)
+	lanes, err := ledgerLanes(ctx, n.js)
 	if err != nil {
-		return "", nil, fmt.Errorf("stream %s: %w", ledger.ExecutionsStream, err)
+		return "", nil, err
+	}
+	var streams []jetstream.Stream
+	for _, name := range lanes.Streams() {
+		s, err := n.js.Stream(ctx, name)
+		if err != nil {
+			return "", nil, fmt.Errorf("stream %s: %w", name, err)
+		}
+		streams = append(streams, s)
 	}
 	keys, err := ledgerKeyring(ctx, n.js, Options{})
 	if err != nil {
 		return "", nil, err
 	}
 	if operationKey != "" {
-		if executionID, err = executionByOperationKey(ctx, s, keys, operationKey); err != nil {
+		if executionID, err = executionByOperationKey(ctx, streams, keys, operationKey); err != nil {
 			return "", nil, err
 		}
 	}
 	ss, _ := n.js.Stream(ctx, mcp.SessionsStream) // nil: no sessions journal yet
-	return readIntent(ctx, s, ss, keys, executionID, fingerprint)
+	return readIntent(ctx, streams, ss, keys, executionID, fingerprint)
 }
 
 // executionByOperationKey scans the stream for the latest execution
 // accepted under operationKey (the key is stored in the execution record,
 // not in a subject). Quarantined messages are not evidence.
-func executionByOperationKey(ctx context.Context, s jetstream.Stream, keys ledger.Keys, operationKey string) (string, error) {
+func executionByOperationKey(ctx context.Context, lanes []jetstream.Stream, keys ledger.Keys, operationKey string) (string, error) {
 	executionID := ""
-	err := ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
+	for _, s := range lanes {
+		if err := latestByOperationKey(ctx, s, keys, operationKey, &executionID); err != nil {
+			return "", err
+		}
+	}
+	if executionID == "" {
+		return "", fmt.Errorf("%w: no execution with operation key %q", ledger.ErrNotFound, operationKey)
+	}
+	return executionID, nil
+}
+
+// latestByOperationKey scans one lane for the latest execution accepted
+// under operationKey (ids are ULIDs: the latest of the lanes' is the
+// greatest).
+func latestByOperationKey(ctx context.Context, s jetstream.Stream, keys ledger.Keys, operationKey string, executionID *string) error {
+	return ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
 		ev, err := decodeSigned(e.Subject, e.Data, keys)
 		if errors.Is(err, ledger.ErrKeysUnavailable) {
 			return err
@@ -214,18 +246,11 @@ func executionByOperationKey(ctx context.Context, s jetstream.Stream, keys ledge
 		if err != nil {
 			return nil // quarantined: not evidence
 		}
-		if ledger.StartsExecution(ev.GetType()) && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey {
-			executionID = ev.GetExecutionId()
+		if ledger.StartsExecution(ev.GetType()) && ev.GetExecutionChanged().GetExecution().GetOperationKey() == operationKey && ev.GetExecutionId() > *executionID {
+			*executionID = ev.GetExecutionId()
 		}
 		return nil
 	})
-	if err != nil {
-		return "", err
-	}
-	if executionID == "" {
-		return "", fmt.Errorf("%w: no execution with operation key %q", ledger.ErrNotFound, operationKey)
-	}
-	return executionID, nil
 }
 
 // decodeSigned decodes a stored event and checks it as the fold does
@@ -255,18 +280,28 @@ func (c chainCheck) follows(ev *pb.Event) bool {
 	return true
 }
 
-func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.Keys, executionID, fingerprint string) (string, []audit.Stored, error) {
+// readIntent reads an intent's events from its lane (lanes[k] is lane k's
+// stream), related executions from every lane, and their journal entries.
+func readIntent(ctx context.Context, lanes []jetstream.Stream, sessions jetstream.Stream, keys ledger.Keys, executionID, fingerprint string) (string, []audit.Stored, error) {
 	var token string
+	var s jetstream.Stream
+	n := ledger.Lanes(len(lanes))
 	if executionID != "" {
 		if err := ledger.ValidateExecutionID(executionID); err != nil {
 			return "", nil, err
 		}
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter("pc.exec.*."+executionID))
-		if err != nil {
-			return "", nil, err
-		}
-		for subj := range info.State.Subjects {
-			token, _, _ = ledger.ParseExecutionSubject(subj)
+		for k, ls := range lanes { // the id alone does not name its lane: ask each
+			info, err := ls.Info(ctx, jetstream.WithSubjectFilter(ledger.LanePrefix(k)+"*."+executionID))
+			if err != nil {
+				return "", nil, err
+			}
+			for subj := range info.State.Subjects {
+				token, _, _ = ledger.ParseExecutionSubject(subj)
+				s = ls
+			}
+			if token != "" {
+				break
+			}
 		}
 		if token == "" {
 			return "", nil, fmt.Errorf("%w: execution %s", ledger.ErrNotFound, executionID)
@@ -277,8 +312,12 @@ func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.K
 			return "", nil, fmt.Errorf("%w: fingerprint %q is not hmac-sha256:<64 hex>", ledger.ErrInvalid, fingerprint)
 		}
 		token = "f" + hexFP
+		s = lanes[n.Of(token, "")]
 	}
-	filter := ledger.IntentFilter(token)
+	filter := n.IntentFilter(token)
+	if token == ledger.ReadOnlyToken {
+		filter = ledger.LanePrefix(n.Of(token, executionID)) + token + ".*"
+	}
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		return "", nil, err
@@ -316,7 +355,7 @@ func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.K
 			if err != nil || !chain.follows(ev) {
 				continue // quarantined: not evidence
 			}
-			out = append(out, audit.Stored{Seq: md.Sequence.Stream, Event: ev})
+			out = append(out, audit.Stored{Seq: md.Sequence.Stream, Event: ev, Stream: md.Stream})
 			if executionID == "" && ledger.StartsExecution(ev.GetType()) {
 				executionID = ev.GetExecutionId() // the latest execution of the intent
 			}
@@ -337,7 +376,27 @@ func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.K
 	}
 	related := map[string]bool{}
 	var extra []audit.Stored
-	err = ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
+	for _, s := range lanes {
+		if err := relatedIn(ctx, s, keys, token, digest, chain, related, &extra); err != nil {
+			return "", nil, err
+		}
+	}
+	out = append(out, extra...)
+	journal, err := readJournal(ctx, sessions, keys, out)
+	if err != nil {
+		return "", nil, err
+	}
+	return executionID, append(out, journal...), nil
+}
+
+// relatedIn adds to extra the events of one lane's executions of the same
+// request (digest) under intents other than token.
+func relatedIn(ctx context.Context, s jetstream.Stream, keys ledger.Keys, token, digest string, chain chainCheck, related map[string]bool, extra *[]audit.Stored) error {
+	var name string
+	if info := s.CachedInfo(); info != nil {
+		name = info.Config.Name
+	}
+	return ljs.Source{Stream: s}.ReadAll(ctx, func(e projector.Entry) error {
 		tok, id, ok := ledger.ParseExecutionSubject(e.Subject)
 		if !ok || tok == token {
 			return nil
@@ -353,19 +412,10 @@ func readIntent(ctx context.Context, s, sessions jetstream.Stream, keys ledger.K
 			related[id] = true
 		}
 		if related[id] {
-			extra = append(extra, audit.Stored{Seq: e.Seq, Event: ev})
+			*extra = append(*extra, audit.Stored{Seq: e.Seq, Event: ev, Stream: name})
 		}
 		return nil
 	})
-	if err != nil {
-		return "", nil, err
-	}
-	out = append(out, extra...)
-	journal, err := readJournal(ctx, sessions, keys, out)
-	if err != nil {
-		return "", nil, err
-	}
-	return executionID, append(out, journal...), nil
 }
 
 // readJournal reads the signed sessions-journal entry of every session the

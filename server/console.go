@@ -19,7 +19,7 @@ func (g *Gateway) newConsole(cfg *config.Config, o Options, ex *gateway.Executio
 		GatewayID: g.ID, Auth: g.Auth, Executions: ex, Approvals: ap, Budget: bu,
 		Accounts: g.Views.AccountNames,
 		Investigate: func(ctx context.Context, executionID, fingerprint, operationKey string) (audit.Investigation, error) {
-			s := g.jsLog.Stream()
+			s := g.laneStreams()
 			if operationKey != "" {
 				var err error
 				if executionID, err = executionByOperationKey(ctx, s, g.Keyring, operationKey); err != nil {

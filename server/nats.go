@@ -63,10 +63,11 @@ type natsConn struct {
 
 // NATSStreams names every stream of the ledger and the one finance reads,
 // for the users' permissions (the gateway and analyst read any stream of
-// the account; a new stream goes here and into streamConfigs).
+// the account; a new stream goes here and into streamConfigs). The
+// execution lanes' streams PORTCULLIS_EXECUTIONS_<k> stand here as lane 1.
 func NATSStreams() natsauth.Streams {
 	return natsauth.Streams{
-		All:    []string{ledger.ExecutionsStream, keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream},
+		All:    []string{ledger.ExecutionsStream, ledger.LaneStream(1), keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream},
 		Budget: keeper.Stream,
 	}
 }
@@ -339,7 +340,23 @@ func EnsureStreams(ctx context.Context, o Options) (int, error) {
 	}
 	defer n.close()
 	r := n.replicas(o)
-	return r, n.ensureStreams(ctx, r, lg)
+	if err := n.ensureStreams(ctx, r, lg); err != nil {
+		return r, err
+	}
+	// The lanes: the ledger's recorded count, else (no ledger yet) the
+	// count its first gateway will record (the same --exec-shards).
+	lanes, err := ledgerLanes(ctx, n.js)
+	switch {
+	case errors.Is(err, ErrNoLedger):
+		lanes = newLedgerLanes(o)
+	case err != nil:
+		return r, err
+	default:
+		if err := checkLanes(o, lanes); err != nil {
+			return r, err
+		}
+	}
+	return r, n.ensureLanes(ctx, r, lanes, lg)
 }
 
 // checkSyncAlways refuses a gateway on a cluster that does not fsync every

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/nats-io/nats.go/jetstream"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/trust"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
@@ -27,9 +29,17 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 		return err
 	}
 	defer n.close()
-	s, err := n.js.Stream(ctx, ledger.ExecutionsStream)
+	lanes, err := ledgerLanes(ctx, n.js)
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", ledger.ExecutionsStream, err)
+		return err
+	}
+	var streams []jetstream.Stream
+	for _, name := range lanes.Streams() {
+		s, err := n.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+		streams = append(streams, s)
 	}
 	dir := filepath.Join(o.DataDir, "views")
 	tmp := dir + ".rebuild"
@@ -45,11 +55,18 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 		v.Close()
 		return err
 	}
-	p := projector.New(ledger.ExecutionsStream, ljs.Source{Stream: s}, v, lg)
-	p.SetKeys(keys)
-	if err := p.CatchUp(ctx, progress); err != nil {
-		v.Close()
-		return fmt.Errorf("rebuild: %w", err)
+	for k, s := range streams {
+		p := projector.New(ledger.LaneStream(k), ljs.Source{Stream: s}, v, lg)
+		p.SetLane(k, lanes)
+		p.SetKeys(keys)
+		prog := progress
+		if k > 0 {
+			prog = nil // progress reports lane 0, the executions stream
+		}
+		if err := p.CatchUp(ctx, prog); err != nil {
+			v.Close()
+			return fmt.Errorf("rebuild %s: %w", ledger.LaneStream(k), err)
+		}
 	}
 	if bs, err := n.js.Stream(ctx, keeper.Stream); err == nil {
 		bp := projector.NewBudget(ljs.Source{Stream: bs}, v, lg)
@@ -93,6 +110,7 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 	defer v.Close()
 	sources := map[string]projector.Source{}
 	var keys ledger.Keys
+	lanes := ledger.Lanes(1)
 	if from != "" {
 		man, err := audit.ReadManifest(from)
 		if err != nil {
@@ -103,7 +121,14 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 			return 0, fmt.Errorf("replay %s: %w", from, err)
 		}
 		keys = keyMap(a.Keys(man.Trust))
-		sources[ledger.ExecutionsStream] = audit.ExportSource{Dir: from, Stream: ledger.ExecutionsStream}
+		if lanes, err = exportLanes(man.Trust); err != nil {
+			return 0, fmt.Errorf("replay %s: %w", from, err)
+		}
+		for name := range man.Streams {
+			if _, ok := ledger.StreamLane(name); ok {
+				sources[name] = audit.ExportSource{Dir: from, Stream: name}
+			}
+		}
 		sources[keeper.Stream] = audit.ExportSource{Dir: from, Stream: keeper.Stream}
 		sources[mcp.SessionsStream] = audit.ExportSource{Dir: from, Stream: mcp.SessionsStream}
 	} else {
@@ -117,14 +142,17 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 			return 0, err
 		}
 		keys = kr
-		for _, name := range []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream} {
+		if lanes, err = ledgerLanes(ctx, n.js); err != nil {
+			return 0, err
+		}
+		for _, name := range append(lanes.Streams(), keeper.Stream, mcp.SessionsStream) {
 			if s, err := n.js.Stream(ctx, name); err == nil {
 				sources[name] = ljs.Source{Stream: s}
 			}
 		}
 	}
 	var total uint64
-	for _, name := range []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream} {
+	for _, name := range append(lanes.Streams(), keeper.Stream, mcp.SessionsStream) {
 		src, ok := sources[name]
 		if !ok {
 			continue
@@ -137,6 +165,8 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 			p = projector.NewJournal(name, src, v, nil)
 		default:
 			p = projector.New(name, src, v, nil)
+			k, _ := ledger.StreamLane(name)
+			p.SetLane(k, lanes)
 		}
 		p.SetKeys(keys)
 		var done uint64
@@ -170,4 +200,17 @@ func ledgerKeyring(ctx context.Context, js jetstream.JetStream, o Options) (*tru
 		return nil, err
 	}
 	return trust.NewKeyring(root.GetPublicKey(), metaEnrollments(meta)), nil
+}
+
+// exportLanes is the lane count the root record of an export holds.
+func exportLanes(t audit.LedgerTrust) (ledger.Lanes, error) {
+	sr := new(pb.SignedRecord)
+	if err := proto.Unmarshal(t.Root, sr); err != nil {
+		return 0, fmt.Errorf("root record: %w", err)
+	}
+	root, err := trust.OpenRoot(sr)
+	if err != nil {
+		return 0, err
+	}
+	return rootLanes(root), nil
 }

@@ -32,16 +32,21 @@ func CheckpointSubject(stream string) string { return checkpointSubjectPfx + str
 // last one. Gateways seal concurrently; a compare-and-set on the checkpoint
 // subject lets one of them win each round.
 type sealer struct {
-	log    ledger.Log
-	marks  func(stream string) (seq uint64, digest []byte, err error)
-	key    ed25519.PrivateKey
-	id     string
-	sealed map[string]uint64
+	log     ledger.Log
+	marks   func(stream string) (seq uint64, digest []byte, err error)
+	key     ed25519.PrivateKey
+	id      string
+	streams []string // nil: SealedStreams (one execution lane)
+	sealed  map[string]uint64
 }
 
 func (s *sealer) seal(ctx context.Context) error {
 	var errs []error
-	for _, stream := range SealedStreams {
+	streams := s.streams
+	if streams == nil {
+		streams = SealedStreams
+	}
+	for _, stream := range streams {
 		seq, digest, err := s.marks(stream)
 		if err != nil || seq == 0 || seq <= s.sealed[stream] {
 			continue

@@ -111,6 +111,12 @@ type Options struct {
 	// SigningKey references this gateway's Ed25519 key; empty:
 	// DATA_DIR/gateway.ed25519 (created on first start, 0600).
 	SigningKey string
+	// ExecShards is how many execution lanes (streams, each with its own
+	// committer) a NEW ledger spreads its executions over (0:
+	// DefaultExecShards). The count is recorded in the ledger's root; a
+	// gateway of an existing ledger uses the recorded count and refuses a
+	// different non-zero ExecShards.
+	ExecShards int
 }
 
 // Gateway is a running gateway.
@@ -124,12 +130,19 @@ type Gateway struct {
 	// ExecutionsLog is the ledger's Log of executions (tests build a second
 	// Service on it to simulate a gateway that crashed mid-decision).
 	ExecutionsLog ledger.Log
-	Contracts     map[string]contract.Contract
-	Key           fingerprint.Key
-	Projector     *projector.Projector
-	Budget        *projector.Projector
-	Sessions      *projector.Projector
-	Views         *pebbleviews.Views
+	// ExecutionLanes are the lanes a Service of this ledger decides over
+	// (ledger.Config.Lanes; nil: one lane, ExecutionsLog).
+	ExecutionLanes []ledger.Lane
+	Contracts      map[string]contract.Contract
+	Key            fingerprint.Key
+	Projector      *projector.Projector // lane 0's
+	// Lanes is the ledger's execution lane count (from its root);
+	// LaneProjectors[k] folds lane k (LaneProjectors[0] is Projector).
+	Lanes          ledger.Lanes
+	LaneProjectors []*projector.Projector
+	Budget         *projector.Projector
+	Sessions       *projector.Projector
+	Views          *pebbleviews.Views
 	// Metrics is this gateway's registry, served on /metrics; its methods
 	// are the hooks other parts feed (Quarantined, SetOverdueDispatches).
 	Metrics *telemetry.Metrics
@@ -153,6 +166,7 @@ type Gateway struct {
 	http      *http.Server
 	nats      *natsConn
 	jsLog     *ljs.Log
+	laneLogs  []*ljs.Log // lane k's log; laneLogs[0] is jsLog
 	budLog    *ljs.Log
 	audLog    *ljs.Log
 	sesLog    *ljs.Log
@@ -256,9 +270,25 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	signKey := ident.signKey
 	g.SignKey = signKey
+	g.Lanes = rootLanes(ident.root)
+	if err := checkLanes(o, g.Lanes); err != nil {
+		return nil, err
+	}
+	if err := g.nats.ensureLanes(ctx, replicas, g.Lanes, g.log); err != nil {
+		return nil, err
+	}
 	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream)})
 	if err != nil {
 		return nil, err
+	}
+	g.laneLogs = []*ljs.Log{g.jsLog}
+	for k := 1; k < g.Lanes.Count(); k++ {
+		name := ledger.LaneStream(k)
+		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name)})
+		if err != nil {
+			return nil, err
+		}
+		g.laneLogs = append(g.laneLogs, l)
 	}
 	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(keeper.Stream)})
 	if err != nil {
@@ -271,17 +301,32 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if g.Views, err = pebbleviews.Open(filepath.Join(o.DataDir, "views")); err != nil {
 		return nil, err
 	}
-	g.Projector = projector.New(ledger.ExecutionsStream, ljs.Source{Stream: g.jsLog.Stream()}, g.Views, g.log)
+	for k, l := range g.laneLogs {
+		p := projector.New(ledger.LaneStream(k), ljs.Source{Stream: l.Stream()}, g.Views, g.log)
+		p.SetLane(k, g.Lanes)
+		p.SetKeys(g.Keyring)
+		p.OnQuarantine(g.quarantined)
+		g.LaneProjectors = append(g.LaneProjectors, p)
+	}
+	g.Projector = g.LaneProjectors[0]
 	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
-	g.Projector.SetKeys(g.Keyring)
 	g.Budget.SetKeys(g.Keyring)
-	g.Projector.OnQuarantine(g.quarantined)
 	g.Budget.OnQuarantine(g.quarantined)
 	g.Keeper = keeper.New(g.Metrics.Log(keeper.Stream, g.budLog), g.Views, id, o.Now)
 	g.Keeper.SignKey = signKey
 	g.ExecutionsLog, g.Contracts, g.Key = g.jsLog, cfg.Contracts(), key
+	var lanes []ledger.Lane
+	if g.Lanes.Count() > 1 {
+		for k, l := range g.laneLogs {
+			name := ledger.LaneStream(k)
+			lanes = append(lanes, ledger.Lane{Log: g.Metrics.Log(name, l), WaitFor: func(ctx context.Context, seq uint64) error {
+				return g.Views.StreamWaitFor(ctx, name, seq)
+			}})
+		}
+		g.ExecutionLanes = lanes
+	}
 	g.Ledger = ledger.NewService(ledger.Config{Log: g.Metrics.Log(ledger.ExecutionsStream, g.jsLog), Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
-		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey, OnBegin: g.Metrics.OnBegin})
+		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey, OnBegin: g.Metrics.OnBegin, Lanes: lanes})
 	g.watch(o)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
@@ -296,14 +341,16 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	g.Sessions.SetKeys(g.Keyring)
 	g.Sessions.OnQuarantine(g.quarantined)
 
-	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
+	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, streams: sealedStreams(g.Lanes), sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
 		m, err := g.Views.Mark(stream)
 		return m.Seq, m.Digest, err
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(5)
-	go g.runProjector(runCtx, g.Projector)
+	g.wg.Add(4 + len(g.LaneProjectors))
+	for _, p := range g.LaneProjectors {
+		go g.runProjector(runCtx, p)
+	}
 	go g.runProjector(runCtx, g.Budget)
 	go g.runProjector(runCtx, g.Sessions)
 	go g.runSealer(runCtx, o.CheckpointEvery)
@@ -363,7 +410,7 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, b
 	mux.Handle("/console/", consoleHandler)
 	mux.Handle(portcullisv1connect.NewAuditServiceHandler(&gateway.AuditService{
 		Read: func(ctx context.Context, id, fp string) (string, []audit.Stored, error) {
-			return readIntent(ctx, g.jsLog.Stream(), g.sesLog.Stream(), g.Keyring, id, fp)
+			return readIntent(ctx, g.laneStreams(), g.sesLog.Stream(), g.Keyring, id, fp)
 		}, Quarantine: g.Views}, opts...))
 	services := []string{portcullisv1connect.ExecutionServiceName, portcullisv1connect.BudgetServiceName,
 		portcullisv1connect.ApprovalServiceName, portcullisv1connect.AuditServiceName}
@@ -416,8 +463,10 @@ func (g *Gateway) drainViews() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), drainWaitMax)
 	defer cancel()
-	if seq, err := g.jsLog.LastSeq(ctx); err == nil {
-		_ = g.Views.WaitFor(ctx, seq)
+	for k, l := range g.laneLogs {
+		if seq, err := l.LastSeq(ctx); err == nil {
+			_ = g.Views.StreamWaitFor(ctx, ledger.LaneStream(k), seq)
+		}
 	}
 	if seq, err := g.budLog.LastSeq(ctx); err == nil {
 		_ = g.Views.BudgetWaitFor(ctx, seq)
@@ -481,7 +530,11 @@ func (g *Gateway) runSweep(ctx context.Context, off bool) {
 // fold since it started, over all streams (for an operator metric; the
 // quarantine view, ListQuarantine, holds each one).
 func (g *Gateway) Quarantined() uint64 {
-	return g.Projector.Quarantined() + g.Budget.Quarantined() + g.Sessions.Quarantined()
+	n := g.Budget.Quarantined() + g.Sessions.Quarantined()
+	for _, p := range g.LaneProjectors {
+		n += p.Quarantined()
+	}
+	return n
 }
 
 // Seal appends checkpoints now for every stream that moved.
@@ -511,6 +564,9 @@ func (g *Gateway) Close(ctx context.Context) {
 		}
 		if g.jsLog != nil {
 			g.jsLog.Close()
+		}
+		for _, l := range g.laneLogs[min(1, len(g.laneLogs)):] { // lanes ≥ 1 (lane 0 is jsLog)
+			l.Close()
 		}
 		if g.budLog != nil {
 			g.budLog.Close()

@@ -42,6 +42,9 @@ func (o Options) validate() error {
 	if o.Replicas < 0 {
 		return fmt.Errorf("--replicas %d: must be 0 (auto) or more", o.Replicas)
 	}
+	if o.ExecShards < 0 || o.ExecShards > ledger.MaxLanes {
+		return fmt.Errorf("--exec-shards %d: must be 0 (the ledger's, or the default for a new one) to %d", o.ExecShards, ledger.MaxLanes)
+	}
 	if o.CheckpointEvery < 0 {
 		return fmt.Errorf("--checkpoint-every %s: must not be negative", o.CheckpointEvery)
 	}
@@ -72,8 +75,10 @@ func (g *Gateway) watch(o Options) {
 		}
 	}
 	streams := map[string]telemetry.StreamLag{
-		ledger.ExecutionsStream: lag(ledger.ExecutionsStream, g.jsLog.LastSeq),
-		keeper.Stream:           lag(keeper.Stream, g.budLog.LastSeq),
+		keeper.Stream: lag(keeper.Stream, g.budLog.LastSeq),
+	}
+	for k, l := range g.laneLogs {
+		streams[ledger.LaneStream(k)] = lag(ledger.LaneStream(k), l.LastSeq)
 	}
 	g.Metrics.Watch(telemetry.LedgerState{
 		Streams:    streams,

@@ -91,7 +91,11 @@ func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *sl
 			created = p
 			lg.Warn("created the ledger's root key; it signs gateway enrollments: keep it safe, move it offline once the gateways are enrolled", "file", p)
 		}
-		rec, merr := proto.Marshal(trust.NewRoot(id.rootKey, time.Now()))
+		root := trust.NewRoot(id.rootKey, time.Now())
+		if lanes := newLedgerLanes(o); lanes.Count() > 1 {
+			root = trust.NewLedgerRoot(id.rootKey, time.Now(), uint32(lanes.Count()))
+		}
+		rec, merr := proto.Marshal(root)
 		if merr != nil {
 			return nil, merr
 		}

@@ -34,6 +34,14 @@ func NewRoot(root ed25519.PrivateKey, now time.Time) *pb.SignedRecord {
 	return sign(root, labelRoot, r)
 }
 
+// NewLedgerRoot is NewRoot for a ledger that spreads its executions over
+// lanes execution streams (recorded in the root so that it is fixed).
+func NewLedgerRoot(root ed25519.PrivateKey, now time.Time, lanes uint32) *pb.SignedRecord {
+	boxPub, _ := BoxKeys(root)
+	r := &pb.RootIdentity{PublicKey: root.Public().(ed25519.PublicKey), BoxPublicKey: boxPub[:], CreatedUnixNano: now.UnixNano(), ExecutionLanes: lanes}
+	return sign(root, labelRoot, r)
+}
+
 // OpenRoot checks a root record's self-signature and returns it.
 func OpenRoot(sr *pb.SignedRecord) (*pb.RootIdentity, error) {
 	r := new(pb.RootIdentity)

@@ -90,7 +90,7 @@ func exportCmd() *cobra.Command {
 	}
 	readOptions(cmd, &o)
 	cmd.Flags().StringVar(&out, "out", "", "export directory (created; must not hold an export)")
-	cmd.Flags().StringVar(&subject, "subject", "", "only events on subjects matching this NATS filter (e.g. 'pc.exec.*.act_…'); a partial export is not verifiable")
+	cmd.Flags().StringVar(&subject, "subject", "", "only events on subjects matching this NATS filter (e.g. 'pc.exec.*.act_…'; 'pc.*.*.act_…' covers every execution shard); a partial export is not verifiable")
 	cmd.Flags().StringVar(&sinceS, "since", "", "only events stored at or after this RFC 3339 time")
 	cmd.Flags().StringVar(&untilS, "until", "", "only events stored before this RFC 3339 time")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the manifest with this Ed25519 key (root or enrolled gateway key; a path, file:PATH or env:NAME)")

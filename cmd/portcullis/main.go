@@ -41,6 +41,7 @@ func ledgerFlags(cmd *cobra.Command, o *server.Options) {
 	natsFlags(cmd, o)
 	f.StringVar(&o.NatsListen, "nats-listen", "", "client address of the embedded NATS server, for other gateways to join (default 127.0.0.1:4222, a free port if taken; :-1 for any free port)")
 	f.IntVar(&o.Replicas, "replicas", 0, "stream replicas (0: 1 on a single server, 3 on a cluster)")
+	f.IntVar(&o.ExecShards, "exec-shards", 0, fmt.Sprintf("execution streams a NEW ledger spreads executions over, fixed for its life (0: %d; an existing ledger keeps its recorded count and refuses a different one)", server.DefaultExecShards))
 	f.StringVar(&o.FingerprintKey, "fingerprint-key", os.Getenv("PORTCULLIS_FINGERPRINT_KEY"), "fingerprint key as 64 hex chars (default $PORTCULLIS_FINGERPRINT_KEY, else DATA_DIR/fingerprint.key)")
 	f.BoolVar(&o.NoShareKey, "no-share-fingerprint-key", false, "do not share the fingerprint key through the ledger (give it to every gateway yourself)")
 	f.BoolVar(&o.UnsafeNoFsync, "unsafe-no-fsync", false, "UNSAFE: do not fsync every JetStream write (acknowledged writes can be lost on power loss)")
@@ -80,6 +81,7 @@ func streamsCmd() *cobra.Command {
 	f.StringVar(&o.NatsURL, "nats-url", "", "comma-separated seed URLs of the cluster")
 	f.StringVar(&o.DataDir, "data-dir", "", "data directory whose nats/admin.nk to use (instead of --nats-creds)")
 	f.IntVar(&o.Replicas, "replicas", 0, "stream replicas (0: 1 on a single server, 3 on a cluster)")
+	f.IntVar(&o.ExecShards, "exec-shards", 0, "execution streams of the ledger (its recorded count when it exists; else give the --exec-shards its first gateway will get)")
 	natsFlags(cmd, &o)
 	return cmd
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,10 +20,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/portcullis-dev/portcullis/audit"
 	"github.com/portcullis-dev/portcullis/config"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/server"
 	"github.com/portcullis-dev/portcullis/telemetry"
 )
 
@@ -172,7 +176,53 @@ An event whose hash does not match its content is printed and the command exits 
 		},
 	}
 	decode.Flags().BoolVar(&pretty, "pretty", false, "indent the JSON")
-	cmd.AddCommand(decode)
+	cmd.AddCommand(decode, timelineCmd())
+	return cmd
+}
+
+// timelineCmd replays execution events across every execution shard in
+// order of time.
+func timelineCmd() *cobra.Command {
+	var o server.Options
+	q := server.TimelineQuery{Lane: -1}
+	cmd := &cobra.Command{
+		Use:   "timeline",
+		Short: "Print execution events of every shard (or one, or one execution) merged in order of time, one JSON line each",
+		Long: `Reads the execution streams (PORTCULLIS_EXECUTIONS and, on a sharded ledger,
+PORTCULLIS_EXECUTIONS_<k>) up to their last sequence now and prints every event as one JSON line
+{"stream","seq","subject","time","event"}: each shard in its own stream order, the shards merged
+by the events' time. --execution ID keeps one execution's events, --shard K one shard's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := bufio.NewWriter(cmd.OutOrStdout())
+			defer w.Flush()
+			return server.ReadTimeline(cmd.Context(), o, q, func(r audit.Record, at time.Time, ev *pb.Event) error {
+				line := struct {
+					Stream  string          `json:"stream"`
+					Seq     uint64          `json:"seq"`
+					Subject string          `json:"subject"`
+					Time    time.Time       `json:"time"`
+					Event   json.RawMessage `json:"event,omitempty"`
+				}{Stream: r.Stream, Seq: r.Seq, Subject: r.Subject, Time: at.UTC()}
+				if ev != nil {
+					b, err := protojson.Marshal(ev)
+					if err != nil {
+						return err
+					}
+					line.Event = b
+				}
+				b, err := json.Marshal(line)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(w, "%s\n", b)
+				return err
+			})
+		},
+	}
+	readOptions(cmd, &o)
+	cmd.Flags().StringVar(&q.ExecutionID, "execution", "", "only this execution's events (act_…)")
+	cmd.Flags().IntVar(&q.Lane, "shard", -1, "only this shard (0: PORTCULLIS_EXECUTIONS, k: PORTCULLIS_EXECUTIONS_<k>); -1: every shard")
 	return cmd
 }
 

@@ -70,9 +70,18 @@ func (g *gw) close() {
 	_ = os.RemoveAll(g.dir)
 }
 
+// execShards is the execution shard count of every benchmark ledger
+// (-exec-shards; 0: a new ledger's default).
+var execShards int
+
 // startGW starts a gateway with an embedded NATS (join == nil) or one
 // joined to join's ledger.
 func startGW(ctx context.Context, config string, join *gw, id string) (*gw, error) {
+	return startGWShards(ctx, config, join, id, execShards)
+}
+
+// startGWShards is startGW on a new ledger of the given execution shards.
+func startGWShards(ctx context.Context, config string, join *gw, id string, shards int) (*gw, error) {
 	dir, err := os.MkdirTemp("", "pcbench-")
 	if err != nil {
 		return nil, err
@@ -83,7 +92,7 @@ func startGW(ctx context.Context, config string, join *gw, id string) (*gw, erro
 	}
 	o := server.Options{
 		DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", ConfigPath: cfg, FingerprintKey: benchKey,
-		NatsListen: "127.0.0.1:-1", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NatsListen: "127.0.0.1:-1", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ExecShards: shards,
 	}
 	if join != nil {
 		o.NatsListen = ""

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +59,21 @@ func run() error {
 	hot := flag.String("hot", "1000", "closed operations on the hot account before measuring (comma-separated)")
 	hotOps := flag.Int("hot-ops", 1000, "reserve+settle operations measured per hot-account cell")
 	shards := flag.Int("shards", 4, "streams of the sharded raw ceiling")
+	flag.IntVar(&execShards, "exec-shards", 0, "execution shards of every gateway's ledger (0: a new ledger's default)")
+	abShards := flag.Int("ab-shards", 4, "execution shards of the A/B series \"Begin new, in-process, N exec shards\" (0: none)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	callers, err := ints(*callersFlag)
 	if err != nil {
@@ -132,6 +147,9 @@ func run() error {
 	add(seriesRedis, "decisions/s", func() workload { return redisSetNX(rd) })
 	add(seriesBegin, "decisions/s", func() workload { return beginNew(false) })
 	add(seriesBeginConnect, "decisions/s", func() workload { return beginNew(true) })
+	if *abShards > 0 {
+		add(seriesBeginShards(*abShards), "decisions/s", func() workload { return beginNewShards(*abShards) })
+	}
 	add(seriesAttach, "decisions/s", func() workload { return beginAttach(false) })
 	add(seriesAttachConnect, "decisions/s", func() workload { return beginAttach(true) })
 	add(seriesReserve, "reserve+settle/s", func() workload { return reserveSpread(false) })
@@ -197,9 +215,13 @@ const (
 	seriesMCP            = "tools/call, Portcullis"
 )
 
-func seriesRawN(n int) string      { return fmt.Sprintf("raw ceiling, %d streams", n) }
-func seriesRawNPlain(n int) string { return fmt.Sprintf("raw plain CAS, %d streams", n) }
-func seriesHot(n int) string       { return fmt.Sprintf("hot account, %d closed", n) }
+func seriesRawN(n int) string { return fmt.Sprintf("raw ceiling, %d streams", n) }
+
+// seriesBeginShards is Begin new, in-process, on a ledger of n execution
+// shards (the A/B against seriesBegin).
+func seriesBeginShards(n int) string { return fmt.Sprintf("Begin new, in-process, %d exec shards", n) }
+func seriesRawNPlain(n int) string   { return fmt.Sprintf("raw plain CAS, %d streams", n) }
+func seriesHot(n int) string         { return fmt.Sprintf("hot account, %d closed", n) }
 
 // hotAccount: one account, two gateways on one ledger, 64 callers; the
 // account first gets closed operations, then ops reserve+settle are timed.

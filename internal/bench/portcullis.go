@@ -39,6 +39,25 @@ func wantDecision(got, want pb.Decision) error {
 	return nil
 }
 
+// beginNewShards: every call a new intent, in-process, on a ledger of
+// shards execution shards.
+func beginNewShards(shards int) workload {
+	return func(ctx context.Context, _ int) (opFunc, func(), error) {
+		g, err := startGWShards(ctx, ledgerConfig, nil, "", shards)
+		if err != nil {
+			return nil, nil, err
+		}
+		run := "run:" + nuid.Next()
+		return func(ctx context.Context, _, i int) error {
+			res, err := g.Ledger.Begin(ctx, ledger.BeginInput{Action: benchAction(i, run)})
+			if err != nil {
+				return err
+			}
+			return wantDecision(res.Decision, pb.Decision_DECISION_NEW)
+		}, g.close, nil
+	}
+}
+
 // beginNew: every call a new intent.
 func beginNew(viaConnect bool) workload {
 	return func(ctx context.Context, _ int) (opFunc, func(), error) {

@@ -49,13 +49,18 @@ func (v *Views) countQuarantined() (uint64, error) {
 // QuarantinedTotal is how many messages the quarantine view holds.
 func (v *Views) QuarantinedTotal() uint64 { return v.quarantined.Load() }
 
-// ListQuarantined returns up to limit quarantined messages of the
-// executions stream after afterSeq, then those of the other streams,
-// oldest first.
-func (v *Views) ListQuarantined(_ context.Context, afterSeq uint64, limit int) ([]*pb.Quarantined, error) {
+// ListQuarantined returns up to limit quarantined messages after afterSeq
+// of afterStream ("": the executions stream; with afterSeq 0 and no
+// stream, from the first), in (stream, sequence) order: the executions
+// stream, then its shards PORTCULLIS_EXECUTIONS_<k>, then the streams
+// after them by name.
+func (v *Views) ListQuarantined(_ context.Context, afterStream string, afterSeq uint64, limit int) ([]*pb.Quarantined, error) {
 	lower := quarantinePrefix
-	if afterSeq > 0 {
-		lower = quarantineKey(ledger.ExecutionsStream, afterSeq+1)
+	if afterStream == "" && afterSeq > 0 {
+		afterStream = ledger.ExecutionsStream
+	}
+	if afterStream != "" {
+		lower = quarantineKey(afterStream, afterSeq+1)
 	}
 	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(quarantinePrefix)})
 	if err != nil {

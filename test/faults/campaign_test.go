@@ -30,6 +30,7 @@ import (
 var (
 	seedFlag       = flag.Uint64("seed", 1, "the campaign's seed (0: time-based; printed either way)")
 	durationFlag   = flag.Duration("duration", 40*time.Second, "how long faults are injected")
+	execShards     = flag.Int("exec-shards", 0, "execution shards of the campaign's ledger (0: the default of a new ledger)")
 	strictReplicas = flag.Bool("strict-replicas", false, "fail when a replica whose store the campaign corrupted stays different (a nats-server finding, reported either way)")
 )
 
@@ -103,7 +104,7 @@ func TestCampaign(t *testing.T) {
 	}
 	natsBin, pcBin := buildBinaries(t, dir)
 	c := startCluster(t, natsBin, dir)
-	if out, err := runCmd(pcBin, "streams", "--nats-url", c.urls(), "--nats-creds", c.creds(natsauth.Admin)); err != nil {
+	if out, err := runCmd(pcBin, "streams", "--nats-url", c.urls(), "--nats-creds", c.creds(natsauth.Admin), "--exec-shards", fmt.Sprint(*execShards)); err != nil {
 		t.Fatalf("portcullis streams: %v\n%s", err, out)
 	}
 	tg := newTarget()

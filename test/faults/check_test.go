@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func (e *execEvents) dispatches() int {
 	return e.count(pb.EventType_EVENT_TYPE_DISPATCHED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED)
 }
 
-// readLedger reads every event of the executions stream.
+// readLedger reads every event of the executions streams (every shard).
 func readLedger(t testing.TB, c *cluster) (map[string]*execEvents, int) {
 	t.Helper()
 	nc := c.connect(t, natsauth.Analyst)
@@ -71,26 +72,65 @@ func readLedger(t testing.TB, c *cluster) (map[string]*execEvents, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]*execEvents{}
+	n := 0
+	for _, name := range laneStreams(t, js) {
+		n += readLane(t, js, name, out)
+	}
+	return out, n
+}
+
+// laneStreams names the ledger's execution streams (PORTCULLIS_EXECUTIONS
+// and, on a sharded ledger, PORTCULLIS_EXECUTIONS_<k>).
+func laneStreams(t testing.TB, js jetstream.JetStream) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readWaitMax)
+	defer cancel()
+	for {
+		var names []string
+		l := js.StreamNames(ctx)
+		for name := range l.Name() {
+			if _, ok := ledger.StreamLane(name); ok {
+				names = append(names, name)
+			}
+		}
+		if l.Err() == nil && len(names) > 0 {
+			sort.Strings(names)
+			return names
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("list the executions streams: %v", l.Err())
+		}
+		time.Sleep(200 * time.Millisecond) // a leader being elected
+	}
+}
+
+// readLane adds every event of one execution stream to out.
+func readLane(t testing.TB, js jetstream.JetStream, name string, out map[string]*execEvents) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), readWaitMax)
 	defer cancel()
 	var s jetstream.Stream
 	var info *jetstream.StreamInfo
+	var err error
 	for {
-		if s, err = js.Stream(ctx, ledger.ExecutionsStream); err == nil {
+		if s, err = js.Stream(ctx, name); err == nil {
 			if info, err = s.Info(ctx); err == nil {
 				break
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("read %s: %v", ledger.ExecutionsStream, err)
+			t.Fatalf("read %s: %v", name, err)
 		}
 		time.Sleep(200 * time.Millisecond) // a leader being elected
+	}
+	if info.State.LastSeq == 0 {
+		return 0
 	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*execEvents{}
 	n := 0
 	for seq := uint64(0); seq < info.State.LastSeq; {
 		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(5*time.Second))
@@ -104,7 +144,7 @@ func readLedger(t testing.TB, c *cluster) (map[string]*execEvents, int) {
 			seq = md.Sequence.Stream
 			ev := new(pb.Event)
 			if err := proto.Unmarshal(m.Data(), ev); err != nil {
-				t.Fatalf("event %d: %v", seq, err)
+				t.Fatalf("%s event %d: %v", name, seq, err)
 			}
 			n++
 			ch := ev.GetExecutionChanged()
@@ -122,10 +162,10 @@ func readLedger(t testing.TB, c *cluster) (map[string]*execEvents, int) {
 			e.events = append(e.events, ev)
 		}
 		if got == 0 && ctx.Err() != nil {
-			t.Fatalf("read %s: stuck at %d of %d", ledger.ExecutionsStream, seq, info.State.LastSeq)
+			t.Fatalf("read %s: stuck at %d of %d", name, seq, info.State.LastSeq)
 		}
 	}
-	return out, n
+	return n
 }
 
 // orphans are executions whose last DISPATCHED has no result or
@@ -325,13 +365,18 @@ func replicaStates(c *cluster) ([]copyState, error) {
 			return nil, fmt.Errorf("n%d /jsz: %w", i, err)
 		}
 		var st copyState
+		var shards []string
 		for _, a := range info.AccountDetails {
 			for _, s := range a.Streams {
 				if s.Name == ledger.ExecutionsStream {
 					st = copyState{Msgs: s.State.Msgs, Bytes: s.State.Bytes, FirstSeq: s.State.FirstSeq, LastSeq: s.State.LastSeq, Deleted: s.State.NumDeleted}
+				} else if _, ok := ledger.StreamLane(s.Name); ok {
+					shards = append(shards, fmt.Sprintf("%s: %s", s.Name, stateString(copyState{Msgs: s.State.Msgs, Bytes: s.State.Bytes, FirstSeq: s.State.FirstSeq, LastSeq: s.State.LastSeq, Deleted: s.State.NumDeleted})))
 				}
 			}
 		}
+		sort.Strings(shards)
+		st.Shards = strings.Join(shards, "; ")
 		out = append(out, st)
 	}
 	return out, nil
@@ -341,10 +386,15 @@ func replicaStates(c *cluster) ([]copyState, error) {
 type copyState struct {
 	Msgs, Bytes, FirstSeq, LastSeq uint64
 	Deleted                        int
+	Shards                         string // the other execution shards' states (a sharded ledger)
 }
 
 func stateString(s copyState) string {
-	return fmt.Sprintf("%d msgs, seq %d..%d (%d deleted), %d bytes", s.Msgs, s.FirstSeq, s.LastSeq, s.Deleted, s.Bytes)
+	out := fmt.Sprintf("%d msgs, seq %d..%d (%d deleted), %d bytes", s.Msgs, s.FirstSeq, s.LastSeq, s.Deleted, s.Bytes)
+	if s.Shards != "" {
+		out += "; " + s.Shards
+	}
+	return out
 }
 
 // checkReplicas waits (bounded) until the three copies agree. A copy that

@@ -327,7 +327,7 @@ func startGateways(t testing.TB, pcBin, dir, cfg, fpKey string, c *cluster) []*g
 		dataDir := filepath.Join(dir, fmt.Sprintf("gw%d", i))
 		args := []string{"serve", "--data-dir", dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", addrs[i]), "--config", cfg,
 			"--nats-url", c.urls(), "--nats-creds", c.creds(natsauth.Gateway), "--nats-monitor-url", c.monitorURLs(),
-			"--fingerprint-key", fpKey, "--gateway-id", fmt.Sprintf("gw%d", i)}
+			"--fingerprint-key", fpKey, "--gateway-id", fmt.Sprintf("gw%d", i), "--exec-shards", fmt.Sprint(*execShards)}
 		if i > 0 { // the first gateway created the ledger's root key; the others enroll with it
 			args = append(args, "--root-key", filepath.Join(dir, "gw0", "root.key"))
 		}

@@ -32,8 +32,12 @@ type RootIdentity struct {
 	// X25519 public key the fingerprint key is sealed to.
 	BoxPublicKey    []byte `protobuf:"bytes,2,opt,name=box_public_key,json=boxPublicKey,proto3" json:"box_public_key,omitempty"`
 	CreatedUnixNano int64  `protobuf:"varint,3,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How many execution streams (lanes) the ledger spreads executions over,
+	// fixed when the ledger is created (docs/streams.md). 0 (a ledger created
+	// before lanes existed) and 1 mean the one stream PORTCULLIS_EXECUTIONS.
+	ExecutionLanes uint32 `protobuf:"varint,50,opt,name=execution_lanes,json=executionLanes,proto3" json:"execution_lanes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RootIdentity) Reset() {
@@ -83,6 +87,13 @@ func (x *RootIdentity) GetBoxPublicKey() []byte {
 func (x *RootIdentity) GetCreatedUnixNano() int64 {
 	if x != nil {
 		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *RootIdentity) GetExecutionLanes() uint32 {
+	if x != nil {
+		return x.ExecutionLanes
 	}
 	return 0
 }
@@ -369,8 +380,13 @@ type ListQuarantineRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most this many (default 100, at most 1000).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// Continue after this stream sequence (of the executions stream).
-	AfterSeq      uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// Continue after this stream sequence (of the executions stream, or of
+	// after_stream when given).
+	AfterSeq uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// The stream after_seq is a sequence of (empty: PORTCULLIS_EXECUTIONS).
+	// To page through every stream of a sharded ledger, pass the last
+	// entry's stream and seq.
+	AfterStream   string `protobuf:"bytes,50,opt,name=after_stream,json=afterStream,proto3" json:"after_stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -417,6 +433,13 @@ func (x *ListQuarantineRequest) GetAfterSeq() uint64 {
 		return x.AfterSeq
 	}
 	return 0
+}
+
+func (x *ListQuarantineRequest) GetAfterStream() string {
+	if x != nil {
+		return x.AfterStream
+	}
+	return ""
 }
 
 // ListQuarantineResponse is one page, oldest first.
@@ -477,12 +500,13 @@ var File_portcullis_v1_trust_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/trust.proto\x12\rportcullis.v1\"\x7f\n" +
+	"\x19portcullis/v1/trust.proto\x12\rportcullis.v1\"\xa8\x01\n" +
 	"\fRootIdentity\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x01 \x01(\fR\tpublicKey\x12$\n" +
 	"\x0ebox_public_key\x18\x02 \x01(\fR\fboxPublicKey\x12*\n" +
-	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\"\xbf\x01\n" +
+	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\x12'\n" +
+	"\x0fexecution_lanes\x182 \x01(\rR\x0eexecutionLanes\"\xbf\x01\n" +
 	"\n" +
 	"Enrollment\x12\x1d\n" +
 	"\n" +
@@ -506,10 +530,11 @@ const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12$\n" +
 	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x12\x1d\n" +
 	"\n" +
-	"gateway_id\x18\x06 \x01(\tR\tgatewayId\"Q\n" +
+	"gateway_id\x18\x06 \x01(\tR\tgatewayId\"t\n" +
 	"\x15ListQuarantineRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1b\n" +
-	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\"l\n" +
+	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12!\n" +
+	"\fafter_stream\x182 \x01(\tR\vafterStream\"l\n" +
 	"\x16ListQuarantineResponse\x12<\n" +
 	"\vquarantined\x18\x01 \x03(\v2\x1a.portcullis.v1.QuarantinedR\vquarantined\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x04R\x05totalBEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"
