@@ -81,11 +81,7 @@ func (a Action) records(args map[string]any) (full, request []byte, err error) {
 	}
 	members := []recordMember{{key: fieldArguments, value: argsJSON}}
 	for _, f := range a.stringFields() {
-		c, err := canonicalJSON(f.value)
-		if err != nil {
-			return nil, nil, err
-		}
-		members = append(members, recordMember{key: f.key, value: c})
+		members = append(members, recordMember{key: f.key, value: canonicalString(nil, f.value)})
 	}
 	slices.SortFunc(members, func(x, y recordMember) int { return strings.Compare(x.key, y.key) })
 	return assemble(members, ""), assemble(members, fieldIntentScope), nil
@@ -119,6 +115,44 @@ func assemble(members []recordMember, skip string) []byte {
 		out = append(out, m.value...)
 	}
 	return append(out, '}')
+}
+
+// canonicalString appends s (valid UTF-8) as an RFC 8785 string: the
+// ECMAScript serialization, which escapes only '"', '\\' and the control
+// characters below U+0020 (the short forms where JSON has them, else
+// \u00xx in lowercase hex) and writes everything else as it is. It gives
+// what canonicalJSON gives for a string (the tests check it) without an
+// encode and a parse per field.
+func canonicalString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // canonicalJSON serializes a decoded value as RFC 8785 canonical JSON.

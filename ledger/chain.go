@@ -56,6 +56,7 @@ func eventHash(ev *pb.Event) []byte {
 // can tell who wrote every event and that nobody else re-signed it.
 func Sign(ev *pb.Event, key ed25519.PrivateKey) {
 	if key != nil {
+		clearSignature(ev) // a signature of its own replaces a group's
 		ev.Signature = ed25519.Sign(key, ev.GetHash())
 		verified.remember(ev.GetHash(), ev.Signature, key.Public().(ed25519.PublicKey))
 	}

@@ -256,7 +256,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	signKey := ident.signKey
 	g.SignKey = signKey
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream)})
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSignKey: signKey})
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	g.Keeper.SignKey = signKey
 	g.ExecutionsLog, g.Contracts, g.Key = g.jsLog, cfg.Contracts(), key
 	g.Ledger = ledger.NewService(ledger.Config{Log: g.Metrics.Log(ledger.ExecutionsStream, g.jsLog), Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
-		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey, OnBegin: g.Metrics.OnBegin})
+		Budget: keeper.Binding{Keeper: g.Keeper}, OnBegin: g.Metrics.OnBegin}) // the executions log signs its commit groups (GroupSignKey)
 	g.watch(o)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +71,7 @@ type outMsg struct {
 	expected uint64
 	follows  bool // no condition: continues the previous message of its decision
 	data     []byte
+	unsigned []byte // the event's hash while data awaits its group signature
 }
 
 // checked is the subject (filter) the message's condition reads.
@@ -123,6 +125,7 @@ type committer struct {
 	known       knownSeqs
 	log         *slog.Logger
 	onCommit    func(messages int, took time.Duration)
+	signKey     ed25519.PrivateKey
 
 	busyMu sync.Mutex
 	busy   map[string]struct{} // subjects in a batch in flight
@@ -151,7 +154,7 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 		ackWait = AckWaitMax
 	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signKey: opt.GroupSignKey,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
 	}
 	c.wg.Add(1)
@@ -207,6 +210,7 @@ func (c *committer) run() {
 			if len(batch) > 0 {
 				inflight++
 				go func() {
+					c.sign(batch)
 					c.commit(batch, 0)
 					done <- batch
 				}()
@@ -310,6 +314,34 @@ func (c *committer) release(batch []*decision) {
 		}
 	}
 	c.busyMu.Unlock()
+}
+
+// sign gives the batch's unsigned events one group signature: a batch
+// is one commit group, whether it goes out as one atomic batch or as
+// pipelined publishes.
+func (c *committer) sign(batch []*decision) {
+	var hashes [][]byte
+	for _, d := range batch {
+		for _, m := range d.msgs {
+			if m.unsigned != nil {
+				hashes = append(hashes, m.unsigned)
+			}
+		}
+	}
+	if len(hashes) == 0 {
+		return
+	}
+	gs := ledger.SignGroup(c.signKey, hashes)
+	i := 0
+	for _, d := range batch {
+		for j := range d.msgs {
+			if m := &d.msgs[j]; m.unsigned != nil {
+				m.data = ledger.AppendGroupSignature(m.data, gs, i)
+				m.unsigned = nil
+				i++
+			}
+		}
+	}
 }
 
 // commit publishes the batch and answers every decision in it. A few
