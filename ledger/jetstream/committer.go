@@ -25,7 +25,7 @@ const (
 	maxInflight     = 32   // below the server's 50 per stream
 	queueLen        = 8192 // decisions waiting for a batch
 	maxCarry        = 4096 // decisions a worker holds back for the next batch
-	pipelineMax     = 8    // single-message decisions sent as plain publishes rather than one atomic batch
+
 
 	// ElectionTimeoutMax mirrors nats-server's default maximum raft
 	// election timeout (maxElectionTimeoutDefault, 9 s; the minimum is 4 s):
@@ -191,36 +191,70 @@ func (c *committer) submit(ctx context.Context, d *decision) ([]uint64, error) {
 	}
 }
 
-// run is the committer's one dispatch loop. It sends whatever is queued at
-// once while fewer than inflightMax batches await their acknowledgement (no
-// caller waits for a batch to fill); beyond that, arrivals pile up into the
-// next batch. The server commits one stream's batches one after another, so
-// a second batch in flight keeps it busy while the first one's callers
-// turn around.
+// sent is one publish in flight: an atomic batch, or one decision sent as
+// a plain publish.
+type sent struct {
+	batch []*decision
+	plain bool
+}
+
+// run is the committer's one dispatch loop. It sizes each group from what
+// is pending: while few decisions are pending they go out at once as plain
+// publishes (up to pipelineMax in flight; an atomic batch's staging costs
+// more than a few plain publishes), and once more are pending than that, the
+// rest pile up into one atomic batch, up to inflightMax batches awaiting
+// their acknowledgement (no caller waits for a batch to fill). The server
+// commits one stream's writes one after another, so a second batch in
+// flight keeps it busy while the first one's callers turn around. A group
+// is signed once (GroupSignKey), however it goes out.
 func (c *committer) run() {
 	defer c.wg.Done()
 	var carry []*decision
-	done := make(chan []*decision, c.inflightMax)
-	inflight := 0
+	done := make(chan sent, c.inflightMax+pipelineMax)
+	batches, plains := 0, 0
+	stalled := false // nothing could be sent since the last arrival or answer
 	for {
 		pending := len(carry) + len(c.queue)
-		if pending > 0 && inflight < c.inflightMax {
-			var batch []*decision
-			batch, carry = c.collect(carry)
-			if len(batch) > 0 {
-				inflight++
-				go func() {
-					c.sign(batch)
-					c.commit(batch, 0)
-					done <- batch
-				}()
+		if pending > 0 && !stalled && (batches < c.inflightMax || plains < pipelineMax) {
+			var group, put []*decision
+			group, carry = c.collect(carry, batches < c.inflightMax, pipelineMax-plains)
+			asBatch := len(group) > pipelineMax || !singleMessages(group)
+			if !asBatch && len(group) > pipelineMax-plains {
+				// Too few for a batch, more than may go plain now: the rest
+				// waits for a plain publish to answer (or for company).
+				group, put = group[:pipelineMax-plains], group[pipelineMax-plains:]
+				c.release(put)
+				carry = append(put, carry...)
+			}
+			if len(group) > 0 {
+				if asBatch {
+					batches++
+					go func() {
+						c.sign(group)
+						c.commit(group, 0)
+						done <- sent{batch: group}
+					}()
+				} else {
+					plains += len(group)
+					go func() {
+						c.sign(group)
+						for _, d := range group {
+							go func() {
+								c.commit([]*decision{d}, 0)
+								done <- sent{batch: []*decision{d}, plain: true}
+							}()
+						}
+					}()
+				}
 				continue
 			}
+			stalled = true
 		}
-		if pending == 0 && inflight == 0 {
+		if pending == 0 && batches+plains == 0 {
 			select {
 			case d := <-c.queue:
 				carry = append(carry, d)
+				stalled = false
 			case <-c.quit:
 				return
 			}
@@ -232,27 +266,39 @@ func (c *committer) run() {
 		}
 		select {
 		case b := <-done:
-			c.release(b)
-			inflight--
+			c.release(b.batch)
+			if b.plain {
+				plains--
+			} else {
+				batches--
+			}
+			stalled = false
 		case d := <-queue:
 			carry = append(carry, d)
+			stalled = false
 		case <-c.quit:
 			for _, d := range carry {
 				d.finish(nil, errClosed)
 			}
-			for ; inflight > 0; inflight-- {
-				c.release(<-done)
+			for ; batches+plains > 0; batches-- {
+				c.release((<-done).batch)
 			}
 			return
 		}
 	}
 }
 
-// collect builds the next batch from the held-back decisions, then from the
-// queue without waiting. Decisions whose subject is already in this batch
-// or in a batch in flight are held back; decisions that certainly conflict
-// (their subject already moved past what they read) fail at once.
-func (c *committer) collect(carry []*decision) (batch, held []*decision) {
+// collect builds the next group from the held-back decisions, then from
+// the queue without waiting: up to maxBatch messages when a batch may be
+// sent, else up to plainRoom single-message decisions. Decisions whose
+// subject is already in this group or in one in flight are held back;
+// decisions that certainly conflict (their subject already moved past what
+// they read) fail at once.
+func (c *committer) collect(carry []*decision, batchRoom bool, plainRoom int) (batch, held []*decision) {
+	limit, singles := c.maxBatch, false
+	if !batchRoom {
+		limit, singles = plainRoom, true
+	}
 	n := 0
 	c.busyMu.Lock()
 	defer c.busyMu.Unlock()
@@ -270,7 +316,7 @@ func (c *committer) collect(carry []*decision) (batch, held []*decision) {
 				return
 			}
 		}
-		if n+len(d.msgs) > c.maxBatch {
+		if n+len(d.msgs) > limit || singles && len(d.msgs) > 1 {
 			held = append(held, d)
 			return
 		}
@@ -293,7 +339,7 @@ func (c *committer) collect(carry []*decision) (batch, held []*decision) {
 	for _, d := range carry {
 		take(d)
 	}
-	for n < c.maxBatch && len(held) < maxCarry {
+	for n < limit && len(held) < maxCarry {
 		select {
 		case d := <-c.queue:
 			take(d)
@@ -547,3 +593,6 @@ func parseAck(data []byte) (uint64, error) {
 	}
 	return ack.Seq, nil
 }
+
+// pipelineMax: single-message decisions sent as plain publishes rather than one atomic batch.
+var pipelineMax = 8
