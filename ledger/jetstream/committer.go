@@ -25,7 +25,7 @@ const (
 	maxInflight     = 32   // below the server's 50 per stream
 	queueLen        = 8192 // decisions waiting for a batch
 	maxCarry        = 4096 // decisions a worker holds back for the next batch
-
+	pipelineMax     = 8    // plain publishes in flight: fewer pending single-message decisions go out plain, not as an atomic batch
 
 	// ElectionTimeoutMax mirrors nats-server's default maximum raft
 	// election timeout (maxElectionTimeoutDefault, 9 s; the minimum is 4 s):
@@ -199,11 +199,13 @@ type sent struct {
 }
 
 // run is the committer's one dispatch loop. It sizes each group from what
-// is pending: while few decisions are pending they go out at once as plain
-// publishes (up to pipelineMax in flight; an atomic batch's staging costs
-// more than a few plain publishes), and once more are pending than that, the
-// rest pile up into one atomic batch, up to inflightMax batches awaiting
-// their acknowledgement (no caller waits for a batch to fill). The server
+// is pending: while fewer than inflightMax atomic batches await their
+// acknowledgement it sends whatever is pending at once (no caller waits
+// for a batch to fill), as plain publishes when they fit in what remains
+// of pipelineMax plain publishes in flight (an atomic batch's staging costs
+// more than a few plain publishes, and plain publishes hold no batch slot),
+// else as one atomic batch; beyond that, arrivals pile up into the next
+// batch. The server
 // commits one stream's writes one after another, so a second batch in
 // flight keeps it busy while the first one's callers turn around. A group
 // is signed once (GroupSignKey), however it goes out.
@@ -212,22 +214,13 @@ func (c *committer) run() {
 	var carry []*decision
 	done := make(chan sent, c.inflightMax+pipelineMax)
 	batches, plains := 0, 0
-	stalled := false // nothing could be sent since the last arrival or answer
 	for {
 		pending := len(carry) + len(c.queue)
-		if pending > 0 && !stalled && (batches < c.inflightMax || plains < pipelineMax) {
-			var group, put []*decision
-			group, carry = c.collect(carry, batches < c.inflightMax, pipelineMax-plains)
-			asBatch := len(group) > pipelineMax || !singleMessages(group)
-			if !asBatch && len(group) > pipelineMax-plains {
-				// Too few for a batch, more than may go plain now: the rest
-				// waits for a plain publish to answer (or for company).
-				group, put = group[:pipelineMax-plains], group[pipelineMax-plains:]
-				c.release(put)
-				carry = append(put, carry...)
-			}
+		if pending > 0 && batches < c.inflightMax {
+			var group []*decision
+			group, carry = c.collect(carry)
 			if len(group) > 0 {
-				if asBatch {
+				if len(group) > pipelineMax-plains || !singleMessages(group) {
 					batches++
 					go func() {
 						c.sign(group)
@@ -248,13 +241,11 @@ func (c *committer) run() {
 				}
 				continue
 			}
-			stalled = true
 		}
 		if pending == 0 && batches+plains == 0 {
 			select {
 			case d := <-c.queue:
 				carry = append(carry, d)
-				stalled = false
 			case <-c.quit:
 				return
 			}
@@ -272,10 +263,8 @@ func (c *committer) run() {
 			} else {
 				batches--
 			}
-			stalled = false
 		case d := <-queue:
 			carry = append(carry, d)
-			stalled = false
 		case <-c.quit:
 			for _, d := range carry {
 				d.finish(nil, errClosed)
@@ -289,16 +278,12 @@ func (c *committer) run() {
 }
 
 // collect builds the next group from the held-back decisions, then from
-// the queue without waiting: up to maxBatch messages when a batch may be
-// sent, else up to plainRoom single-message decisions. Decisions whose
+// the queue without waiting, up to maxBatch messages. Decisions whose
 // subject is already in this group or in one in flight are held back;
 // decisions that certainly conflict (their subject already moved past what
 // they read) fail at once.
-func (c *committer) collect(carry []*decision, batchRoom bool, plainRoom int) (batch, held []*decision) {
-	limit, singles := c.maxBatch, false
-	if !batchRoom {
-		limit, singles = plainRoom, true
-	}
+func (c *committer) collect(carry []*decision) (batch, held []*decision) {
+	limit := c.maxBatch
 	n := 0
 	c.busyMu.Lock()
 	defer c.busyMu.Unlock()
@@ -316,7 +301,7 @@ func (c *committer) collect(carry []*decision, batchRoom bool, plainRoom int) (b
 				return
 			}
 		}
-		if n+len(d.msgs) > limit || singles && len(d.msgs) > 1 {
+		if n+len(d.msgs) > limit {
 			held = append(held, d)
 			return
 		}
@@ -593,6 +578,3 @@ func parseAck(data []byte) (uint64, error) {
 	}
 	return ack.Seq, nil
 }
-
-// pipelineMax: single-message decisions sent as plain publishes rather than one atomic batch.
-var pipelineMax = 8
