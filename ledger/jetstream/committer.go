@@ -199,13 +199,15 @@ type sent struct {
 }
 
 // run is the committer's one dispatch loop. It sizes each group from what
-// is pending: while fewer than inflightMax atomic batches await their
+// is pending: while fewer than inflightMax batches await their
 // acknowledgement it sends whatever is pending at once (no caller waits
-// for a batch to fill), as plain publishes when they fit in what remains
-// of pipelineMax plain publishes in flight (an atomic batch's staging costs
-// more than a few plain publishes, and plain publishes hold no batch slot),
-// else as one atomic batch; beyond that, arrivals pile up into the next
-// batch. The server
+// for a batch to fill). While no batch is in flight and the group fits in
+// what remains of pipelineMax plain publishes in flight, it goes out as
+// plain publishes that hold no batch slot (a few plain publishes cost the
+// server less than one atomic batch's staging); else it takes a batch slot
+// (commit pipelines up to pipelineMax single decisions, sends more as one
+// atomic batch). Beyond that, arrivals pile up into the next batch, so
+// under load no plain publish takes the server's time from a batch. The server
 // commits one stream's writes one after another, so a second batch in
 // flight keeps it busy while the first one's callers turn around. A group
 // is signed once (GroupSignKey), however it goes out.
@@ -220,7 +222,7 @@ func (c *committer) run() {
 			var group []*decision
 			group, carry = c.collect(carry)
 			if len(group) > 0 {
-				if len(group) > pipelineMax-plains || !singleMessages(group) {
+				if batches > 0 || len(group) > pipelineMax-plains || !singleMessages(group) {
 					batches++
 					go func() {
 						c.sign(group)
