@@ -191,7 +191,7 @@ func (v *Verifier) Add(r Record) {
 	}
 	var x *pb.Event
 	if isExecutionEvent(r) {
-		if err := ledger.CheckNext(prev.event, ev); err != nil {
+		if err := ledger.CheckFollows(prev.event, ev); err != nil { // the hash was checked above
 			v.fail(r, "illegal transition: %v", err)
 			return
 		}

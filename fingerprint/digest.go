@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/portcullis-dev/portcullis/contract"
 )
@@ -74,12 +76,29 @@ func Compute(key Key, rules contract.FingerprintRules, a Action) (Digests, error
 	}, nil
 }
 
-// subkey derives the key for one kind of digest.
+// subkey derives the key for one kind of digest (remembered: a gateway
+// has one key, and Compute needs three subkeys on every Begin).
 func subkey(key Key, domain string) []byte {
+	id := string(key) + "\x00" + domain
+	if k, ok := subkeys.Load(id); ok {
+		return k.([]byte)
+	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(domain))
-	return m.Sum(nil)
+	k := m.Sum(nil)
+	if subkeyCount.Add(1) <= maxSubkeys {
+		subkeys.Store(id, k)
+	}
+	return k
 }
+
+// maxSubkeys bounds the remembered subkeys (three per key).
+const maxSubkeys = 3 * 64
+
+var (
+	subkeys     sync.Map // key + domain → subkey
+	subkeyCount atomic.Int64
+)
 
 // keyedDigest is "hmac-sha256:<hex>" of msg under k.
 func keyedDigest(k, msg []byte) string {

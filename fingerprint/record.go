@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
@@ -81,11 +82,7 @@ func (a Action) records(args map[string]any) (full, request []byte, err error) {
 	}
 	members := []recordMember{{key: fieldArguments, value: argsJSON}}
 	for _, f := range a.stringFields() {
-		c, err := canonicalJSON(f.value)
-		if err != nil {
-			return nil, nil, err
-		}
-		members = append(members, recordMember{key: f.key, value: c})
+		members = append(members, recordMember{key: f.key, value: canonicalString(nil, f.value)})
 	}
 	slices.SortFunc(members, func(x, y recordMember) int { return strings.Compare(x.key, y.key) })
 	return assemble(members, ""), assemble(members, fieldIntentScope), nil
@@ -121,6 +118,44 @@ func assemble(members []recordMember, skip string) []byte {
 	return append(out, '}')
 }
 
+// canonicalString appends s (valid UTF-8) as an RFC 8785 string: the
+// ECMAScript serialization, which escapes only '"', '\\' and the control
+// characters below U+0020 (the short forms where JSON has them, else
+// \u00xx in lowercase hex) and writes everything else as it is. It gives
+// what canonicalJSON gives for a string (the tests check it) without an
+// encode and a parse per field.
+func canonicalString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
 // canonicalJSON serializes a decoded value as RFC 8785 canonical JSON.
 //
 // RFC 8785 is done by github.com/gowebpki/jcs rather than by hand: it is a
@@ -130,6 +165,104 @@ func assemble(members []recordMember, skip string) []byte {
 // encoding/json only produces the input it reads; every value here has been
 // checked on decoding, so a failure is a bug, not bad input.
 func canonicalJSON(v any) ([]byte, error) {
+	if out, ok := appendCanonical(nil, v); ok {
+		return out, nil
+	}
+	return canonicalJSONSlow(v)
+}
+
+// appendCanonical writes a decoded value (what decodeJSON gives: objects,
+// arrays, strings, canonical json.Numbers, booleans, null) as RFC 8785 JSON
+// directly: members in the order of their keys' UTF-16 code units, strings
+// by canonicalString, numbers as decodeJSON already spelled them. It says
+// false for anything else, which canonicalJSONSlow then serializes. The
+// tests check that both give the same bytes.
+func appendCanonical(dst []byte, v any) ([]byte, bool) {
+	switch t := v.(type) {
+	case nil:
+		return append(dst, "null"...), true
+	case bool:
+		if t {
+			return append(dst, "true"...), true
+		}
+		return append(dst, "false"...), true
+	case string:
+		return canonicalString(dst, t), true
+	case json.Number:
+		if c, ok := canonicalNumber(string(t)); ok && c == string(t) {
+			return append(dst, t...), true
+		}
+		return dst, false
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range t {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var ok bool
+			if dst, ok = appendCanonical(dst, e); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, ']'), true
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			if !utf8.ValidString(k) {
+				return dst, false
+			}
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, compareUTF16)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = canonicalString(dst, k)
+			dst = append(dst, ':')
+			var ok bool
+			if dst, ok = appendCanonical(dst, t[k]); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, '}'), true
+	}
+	return dst, false
+}
+
+// compareUTF16 orders strings by their UTF-16 code units (RFC 8785 3.2.3).
+// UTF-8 byte order is the same except where a character above U+FFFF meets
+// one from U+E000 to U+FFFF: those are compared as UTF-16.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmpUnit(firstUnit(ra), firstUnit(rb), ra, rb)
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) - len(b)
+}
+
+func firstUnit(r rune) rune {
+	if r >= 0x10000 {
+		r1, _ := utf16.EncodeRune(r)
+		return r1
+	}
+	return r
+}
+
+func cmpUnit(ua, ub, ra, rb rune) int {
+	if ua != ub {
+		return int(ua - ub)
+	}
+	// Same high surrogate: the low surrogates order as the code points do.
+	return int(ra - rb)
+}
+
+func canonicalJSONSlow(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -4,30 +4,38 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"sync"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
 // Seal links ev to the previous event on its subject and sets its own hash:
-// SHA-256 over the deterministic encoding of the envelope with hash and
-// signature cleared.
+// SHA-256 over the deterministic encoding of the envelope with hash,
+// signature and group signature fields cleared.
 func Seal(ev *pb.Event, prevHash []byte) {
 	ev.PrevHash = prevHash
 	ev.Hash = nil
-	ev.Signature = nil
+	clearSignature(ev)
 	ev.Hash = eventHash(ev)
+}
+
+func clearSignature(ev *pb.Event) {
+	ev.Signature, ev.GroupPath, ev.GroupIndex, ev.GroupSize = nil, nil, 0, 0
 }
 
 // CheckHash verifies that ev's hash matches its content.
 func CheckHash(ev *pb.Event) error {
 	want := ev.GetHash()
-	sig := ev.GetSignature()
-	ev.Hash, ev.Signature = nil, nil
+	sig, path, idx, size := ev.GetSignature(), ev.GetGroupPath(), ev.GetGroupIndex(), ev.GetGroupSize()
+	ev.Hash = nil
+	clearSignature(ev)
 	got := eventHash(ev)
-	ev.Hash, ev.Signature = want, sig
+	ev.Hash, ev.Signature, ev.GroupPath, ev.GroupIndex, ev.GroupSize = want, sig, path, idx, size
 	if !bytes.Equal(got, want) {
 		return fmt.Errorf("%w: event %s on %s: hash mismatch", ErrCorrupt, ev.GetEventId(), ev.GetSubject())
 	}
@@ -48,66 +56,201 @@ func eventHash(ev *pb.Event) []byte {
 // can tell who wrote every event and that nobody else re-signed it.
 func Sign(ev *pb.Event, key ed25519.PrivateKey) {
 	if key != nil {
+		clearSignature(ev) // a signature of its own replaces a group's
 		ev.Signature = ed25519.Sign(key, ev.GetHash())
-		own.remember(ev.GetHash(), ev.Signature, key.Public().(ed25519.PublicKey))
+		verified.remember(ev.GetHash(), ev.Signature, key.Public().(ed25519.PublicKey))
 	}
 }
 
-// ownSignaturesMax bounds how many signatures this process remembers.
-const ownSignaturesMax = 1 << 16
+// groupLabel separates a group signature's message from an event hash.
+const groupLabel = "portcullis event group v1\x00"
 
-// ownSignatures remembers the signatures this process made, so checking
-// an event it signed itself (the common case: a gateway folds its own
-// writes) costs a map lookup instead of an Ed25519 verify. The verdict is
-// the one a verify would give: the same signature bytes, by an enrolled
-// key, over the same hash.
-type ownSignatures struct {
+// MaxGroupSize bounds the events one group signature covers.
+const MaxGroupSize = 1 << 16
+
+// GroupSignature is one signature over a commit group's event hashes and,
+// per event, its place in the group's Merkle tree.
+type GroupSignature struct {
+	Signature []byte
+	Paths     [][][]byte // Paths[i]: event i's audit path
+}
+
+// SignGroup signs the Merkle root of hashes (sealed events' hashes, in
+// the order they are sent) once: each event then verifies by itself with
+// its path (see the Event message). The signature is remembered, so this
+// process's own reads of the group cost no verify.
+func SignGroup(key ed25519.PrivateKey, hashes [][]byte) GroupSignature {
+	if len(hashes) == 0 || len(hashes) > MaxGroupSize {
+		panic(fmt.Sprintf("ledger: a signature group has 1 to %d events, got %d", MaxGroupSize, len(hashes)))
+	}
+	leaves := make([][]byte, len(hashes))
+	for i, h := range hashes {
+		leaves[i] = leafHash(h)
+	}
+	gs := GroupSignature{Paths: make([][][]byte, len(hashes))}
+	root := merkle(leaves, 0, gs.Paths)
+	msg := groupMessage(uint64(len(hashes)), root)
+	gs.Signature = ed25519.Sign(key, msg)
+	verified.remember(msg, gs.Signature, key.Public().(ed25519.PublicKey))
+	return gs
+}
+
+// AppendGroupSignature appends event i's group signature fields to its
+// encoding (fields the encoding does not hold yet: a parser reads them as
+// if they had been marshalled with the event).
+func AppendGroupSignature(data []byte, gs GroupSignature, i int) []byte {
+	data = protowire.AppendTag(data, 9, protowire.BytesType)
+	data = protowire.AppendBytes(data, gs.Signature)
+	for _, p := range gs.Paths[i] {
+		data = protowire.AppendTag(data, 10, protowire.BytesType)
+		data = protowire.AppendBytes(data, p)
+	}
+	if i > 0 {
+		data = protowire.AppendTag(data, 11, protowire.VarintType)
+		data = protowire.AppendVarint(data, uint64(i))
+	}
+	data = protowire.AppendTag(data, 12, protowire.VarintType)
+	return protowire.AppendVarint(data, uint64(len(gs.Paths)))
+}
+
+func leafHash(h []byte) []byte {
+	m := sha256.New()
+	m.Write([]byte{0})
+	m.Write(h)
+	return m.Sum(nil)
+}
+
+func nodeHash(l, r []byte) []byte {
+	m := sha256.New()
+	m.Write([]byte{1})
+	m.Write(l)
+	m.Write(r)
+	return m.Sum(nil)
+}
+
+// groupMessage is what a group signature signs: the label, the group's
+// size (8 bytes, big-endian) and its root.
+func groupMessage(size uint64, root []byte) []byte {
+	return append(binary.BigEndian.AppendUint64([]byte(groupLabel), size), root...)
+}
+
+// merkle returns the RFC 9162 tree hash of leaves and appends to
+// paths[off+i] each leaf's sibling at this level and above.
+func merkle(leaves [][]byte, off int, paths [][][]byte) []byte {
+	if len(leaves) == 1 {
+		return leaves[0]
+	}
+	k := 1 << (bits.Len(uint(len(leaves)-1)) - 1) // largest power of two < n
+	l := merkle(leaves[:k], off, paths)
+	r := merkle(leaves[k:], off+k, paths)
+	for i := range k {
+		paths[off+i] = append(paths[off+i], r)
+	}
+	for i := k; i < len(leaves); i++ {
+		paths[off+i] = append(paths[off+i], l)
+	}
+	return nodeHash(l, r)
+}
+
+// groupRoot recomputes the root from an event's hash and audit path
+// (RFC 9162, 2.1.3.2); false when the path does not fit index and size.
+func groupRoot(hash []byte, path [][]byte, index, size uint64) ([]byte, bool) {
+	if index >= size || size > MaxGroupSize {
+		return nil, false
+	}
+	fn, sn := index, size-1
+	r := leafHash(hash)
+	for _, p := range path {
+		if sn == 0 || len(p) != sha256.Size {
+			return nil, false
+		}
+		if fn&1 == 1 || fn == sn {
+			r = nodeHash(p, r)
+			for fn&1 == 0 && fn != 0 {
+				fn >>= 1
+				sn >>= 1
+			}
+		} else {
+			r = nodeHash(r, p)
+		}
+		fn >>= 1
+		sn >>= 1
+	}
+	return r, sn == 0
+}
+
+// signedMessage is what ev's signature signs: its hash, or its group's
+// root when it carries a group signature (nil: the path does not fit).
+func signedMessage(ev *pb.Event) []byte {
+	if ev.GetGroupSize() == 0 {
+		if len(ev.GetGroupPath()) > 0 || ev.GetGroupIndex() != 0 {
+			return nil
+		}
+		return ev.GetHash()
+	}
+	root, ok := groupRoot(ev.GetHash(), ev.GetGroupPath(), uint64(ev.GetGroupIndex()), uint64(ev.GetGroupSize()))
+	if !ok {
+		return nil
+	}
+	return groupMessage(uint64(ev.GetGroupSize()), root)
+}
+
+// verifiedMax bounds how many verified signatures this process remembers.
+const verifiedMax = 1 << 16
+
+// verifiedSignatures remembers signatures this process made or verified
+// (message and signature → the key it verifies with), so checking an
+// event again (a gateway folds its own writes, reads the head it folded,
+// folds another gateway's group of 64) costs a map lookup instead of an
+// Ed25519 verify. The verdict is the one a verify would give: the same
+// signature bytes, by a key enrolled now, over the same message.
+type verifiedSignatures struct {
 	mu sync.Mutex
-	m  map[string]ownSignature
+	m  map[string]ed25519.PublicKey
 }
 
-type ownSignature struct {
-	sig []byte
-	pub ed25519.PublicKey
-}
+var verified = &verifiedSignatures{m: make(map[string]ed25519.PublicKey)}
 
-var own = &ownSignatures{m: make(map[string]ownSignature)}
+func verifiedKey(msg, sig []byte) string { return string(msg) + string(sig) }
 
-func (o *ownSignatures) remember(hash, sig []byte, pub ed25519.PublicKey) {
+func (o *verifiedSignatures) remember(msg, sig []byte, pub ed25519.PublicKey) {
 	o.mu.Lock()
-	if len(o.m) >= ownSignaturesMax {
+	if len(o.m) >= verifiedMax {
 		clear(o.m) // simplest bound; a miss costs one verify
 	}
-	o.m[string(hash)] = ownSignature{sig: sig, pub: pub}
+	o.m[verifiedKey(msg, sig)] = pub
 	o.mu.Unlock()
 }
 
-func (o *ownSignatures) made(ev *pb.Event, pubs []ed25519.PublicKey) bool {
+func (o *verifiedSignatures) made(msg, sig []byte, pubs []ed25519.PublicKey) bool {
 	o.mu.Lock()
-	s, ok := o.m[string(ev.GetHash())]
+	p, ok := o.m[verifiedKey(msg, sig)]
 	o.mu.Unlock()
-	if !ok || !bytes.Equal(s.sig, ev.GetSignature()) {
+	if !ok {
 		return false
 	}
-	for _, p := range pubs {
-		if bytes.Equal(p, s.pub) {
+	for _, pub := range pubs {
+		if bytes.Equal(p, pub) {
 			return true
 		}
 	}
 	return false
 }
 
-// ForgetOwnSignatures empties the memory of this process's signatures
-// (benchmarks measure the verify every foreign event costs).
+// ForgetOwnSignatures empties the memory of signatures this process made
+// or verified (benchmarks measure the verify every foreign event costs).
 func ForgetOwnSignatures() {
-	own.mu.Lock()
-	clear(own.m)
-	own.mu.Unlock()
+	verified.mu.Lock()
+	clear(verified.m)
+	verified.mu.Unlock()
 }
 
-// CheckSignature verifies ev's signature with its writer's public key.
+// CheckSignature verifies ev's signature (on its own or its group's) with
+// its writer's public key. It always runs the Ed25519 verify (offline
+// audits check every event).
 func CheckSignature(ev *pb.Event, pub ed25519.PublicKey) error {
-	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, ev.GetHash(), ev.GetSignature()) {
+	msg := signedMessage(ev)
+	if msg == nil || len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, msg, ev.GetSignature()) {
 		return fmt.Errorf("%w: event %s on %s: signature does not verify with gateway %s's key", ErrCorrupt, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
 	}
 	return nil
@@ -123,10 +266,11 @@ type Keys interface {
 }
 
 // CheckSigned asserts that a stored event is what an enrolled gateway
-// wrote: its hash matches its content and its signature verifies with one
-// of its writer's enrolled keys. Nil keys check the hash only (offline
-// tools that have no keyring). An event that fails is quarantined, never
-// folded or served.
+// wrote: its hash matches its content and its signature (its own, or its
+// commit group's through its Merkle path) verifies with one of its
+// writer's enrolled keys. Nil keys check the hash only (offline tools that
+// have no keyring). An event that fails is quarantined, never folded or
+// served.
 func CheckSigned(ev *pb.Event, keys Keys) error {
 	if err := CheckHash(ev); err != nil {
 		return err
@@ -141,11 +285,16 @@ func CheckSigned(ev *pb.Event, keys Keys) error {
 	if len(pubs) == 0 {
 		return fmt.Errorf("%w: event %s on %s: writer %q is not an enrolled gateway", ErrUnenrolled, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
 	}
-	if own.made(ev, pubs) {
+	msg := signedMessage(ev)
+	if msg == nil {
+		return fmt.Errorf("%w: event %s on %s: its group signature's path does not fit its place in the group", ErrCorrupt, ev.GetEventId(), ev.GetSubject())
+	}
+	if verified.made(msg, ev.GetSignature(), pubs) {
 		return nil
 	}
 	for _, pub := range pubs {
-		if len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, ev.GetHash(), ev.GetSignature()) {
+		if len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, msg, ev.GetSignature()) {
+			verified.remember(msg, ev.GetSignature(), pub)
 			return nil
 		}
 	}

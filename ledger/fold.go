@@ -17,6 +17,14 @@ func CheckNext(prev, next *pb.Event) error {
 	if err := CheckHash(next); err != nil {
 		return err
 	}
+	return CheckFollows(prev, next)
+}
+
+// CheckFollows is CheckNext without the hash check, for a caller that has
+// just checked next's hash (CheckSigned) or set it (Seal): it links to
+// prev's hash, and for an execution's subject the record it carries
+// follows from prev's by a legal transition.
+func CheckFollows(prev, next *pb.Event) error {
 	if !bytes.Equal(next.GetPrevHash(), prev.GetHash()) {
 		return fmt.Errorf("%w: event %s on %s: chain broken (prev_hash does not match the previous event)", ErrCorrupt, next.GetEventId(), next.GetSubject())
 	}

@@ -584,11 +584,12 @@ func CatchUp(ctx context.Context, log Log, waitFor func(context.Context, uint64)
 }
 
 // append checks the message against the head it follows (the same check
-// the projector makes when it folds) and appends it. The landed event
+// the projector makes when it folds; the event was sealed just before, so
+// its hash is not computed again) and appends it. The landed event
 // becomes this gateway's known head, so it reads its own writes without a
 // round trip.
 func (s *Service) append(ctx context.Context, prev Head, m Message) (uint64, error) {
-	if err := CheckNext(prev.Event, m.Event); err != nil {
+	if err := CheckFollows(prev.Event, m.Event); err != nil {
 		panic(fmt.Sprintf("ledger: refusing to append an invalid event: %v", err))
 	}
 	seqs, err := s.log.Append(ctx, m)

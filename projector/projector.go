@@ -336,7 +336,7 @@ func checkEntry(e Entry, prev *pb.Event, keys ledger.Keys) (*pb.Event, error) {
 	if err := ledger.CheckSigned(ev, keys); err != nil {
 		return ev, err
 	}
-	if err := ledger.CheckNext(prev, ev); err != nil {
+	if err := ledger.CheckFollows(prev, ev); err != nil { // CheckSigned checked the hash
 		return ev, err
 	}
 	return ev, nil

@@ -277,14 +277,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err := g.nats.ensureLanes(ctx, replicas, g.Lanes, g.log); err != nil {
 		return nil, err
 	}
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream)})
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSignKey: signKey})
 	if err != nil {
 		return nil, err
 	}
 	g.laneLogs = []*ljs.Log{g.jsLog}
 	for k := 1; k < g.Lanes.Count(); k++ {
 		name := ledger.LaneStream(k)
-		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name)})
+		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSignKey: signKey})
 		if err != nil {
 			return nil, err
 		}
@@ -326,7 +326,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		g.ExecutionLanes = lanes
 	}
 	g.Ledger = ledger.NewService(ledger.Config{Log: g.Metrics.Log(ledger.ExecutionsStream, g.jsLog), Views: g.Views, Key: key, Contracts: cfg.Contracts(), GatewayID: id, Now: o.Now,
-		Budget: keeper.Binding{Keeper: g.Keeper}, SignKey: signKey, OnBegin: g.Metrics.OnBegin, Lanes: lanes})
+		Budget: keeper.Binding{Keeper: g.Keeper}, OnBegin: g.Metrics.OnBegin, Lanes: lanes}) // the executions logs sign their commit groups (GroupSignKey)
 	g.watch(o)
 
 	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)

@@ -15,7 +15,7 @@ import (
 // two messages (a Begin is two) from concurrent callers, at fsync-always.
 func BenchmarkAppend(b *testing.B) {
 	for _, msgs := range []int{1, 2} {
-		for _, callers := range []int{4, 64, 256} {
+		for _, callers := range []int{1, 4, 16, 64, 256} {
 			b.Run(fmt.Sprintf("msgs=%d/callers=%d", msgs, callers), func(b *testing.B) {
 				l := openTestLog(b, Options{})
 				ev := testEvent("t.x", nil)

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ const (
 	maxInflight     = 32   // below the server's 50 per stream
 	queueLen        = 8192 // decisions waiting for a batch
 	maxCarry        = 4096 // decisions a worker holds back for the next batch
-	pipelineMax     = 8    // single-message decisions sent as plain publishes rather than one atomic batch
+	pipelineMax     = 8    // plain publishes in flight: fewer pending single-message decisions go out plain, not as an atomic batch
 
 	// ElectionTimeoutMax mirrors nats-server's default maximum raft
 	// election timeout (maxElectionTimeoutDefault, 9 s; the minimum is 4 s):
@@ -70,6 +71,7 @@ type outMsg struct {
 	expected uint64
 	follows  bool // no condition: continues the previous message of its decision
 	data     []byte
+	unsigned []byte // the event's hash while data awaits its group signature
 }
 
 // checked is the subject (filter) the message's condition reads.
@@ -123,6 +125,7 @@ type committer struct {
 	known       knownSeqs
 	log         *slog.Logger
 	onCommit    func(messages int, took time.Duration)
+	signKey     ed25519.PrivateKey
 
 	busyMu sync.Mutex
 	busy   map[string]struct{} // subjects in a batch in flight
@@ -151,7 +154,7 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 		ackWait = AckWaitMax
 	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signKey: opt.GroupSignKey,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
 	}
 	c.wg.Add(1)
@@ -188,32 +191,60 @@ func (c *committer) submit(ctx context.Context, d *decision) ([]uint64, error) {
 	}
 }
 
-// run is the committer's one dispatch loop. It sends whatever is queued at
-// once while fewer than inflightMax batches await their acknowledgement (no
-// caller waits for a batch to fill); beyond that, arrivals pile up into the
-// next batch. The server commits one stream's batches one after another, so
-// a second batch in flight keeps it busy while the first one's callers
-// turn around.
+// sent is one publish in flight: an atomic batch, or one decision sent as
+// a plain publish.
+type sent struct {
+	batch []*decision
+	plain bool
+}
+
+// run is the committer's one dispatch loop. It sizes each group from what
+// is pending: while fewer than inflightMax batches await their
+// acknowledgement it sends whatever is pending at once (no caller waits
+// for a batch to fill). While no batch is in flight and the group fits in
+// what remains of pipelineMax plain publishes in flight, it goes out as
+// plain publishes that hold no batch slot (a few plain publishes cost the
+// server less than one atomic batch's staging); else it takes a batch slot
+// (commit pipelines up to pipelineMax single decisions, sends more as one
+// atomic batch). Beyond that, arrivals pile up into the next batch, so
+// under load no plain publish takes the server's time from a batch. The server
+// commits one stream's writes one after another, so a second batch in
+// flight keeps it busy while the first one's callers turn around. A group
+// is signed once (GroupSignKey), however it goes out.
 func (c *committer) run() {
 	defer c.wg.Done()
 	var carry []*decision
-	done := make(chan []*decision, c.inflightMax)
-	inflight := 0
+	done := make(chan sent, c.inflightMax+pipelineMax)
+	batches, plains := 0, 0
 	for {
 		pending := len(carry) + len(c.queue)
-		if pending > 0 && inflight < c.inflightMax {
-			var batch []*decision
-			batch, carry = c.collect(carry)
-			if len(batch) > 0 {
-				inflight++
-				go func() {
-					c.commit(batch, 0)
-					done <- batch
-				}()
+		if pending > 0 && batches < c.inflightMax {
+			var group []*decision
+			group, carry = c.collect(carry)
+			if len(group) > 0 {
+				if batches > 0 || len(group) > pipelineMax-plains || !singleMessages(group) {
+					batches++
+					go func() {
+						c.sign(group)
+						c.commit(group, 0)
+						done <- sent{batch: group}
+					}()
+				} else {
+					plains += len(group)
+					go func() {
+						c.sign(group)
+						for _, d := range group {
+							go func() {
+								c.commit([]*decision{d}, 0)
+								done <- sent{batch: []*decision{d}, plain: true}
+							}()
+						}
+					}()
+				}
 				continue
 			}
 		}
-		if pending == 0 && inflight == 0 {
+		if pending == 0 && batches+plains == 0 {
 			select {
 			case d := <-c.queue:
 				carry = append(carry, d)
@@ -228,27 +259,33 @@ func (c *committer) run() {
 		}
 		select {
 		case b := <-done:
-			c.release(b)
-			inflight--
+			c.release(b.batch)
+			if b.plain {
+				plains--
+			} else {
+				batches--
+			}
 		case d := <-queue:
 			carry = append(carry, d)
 		case <-c.quit:
 			for _, d := range carry {
 				d.finish(nil, errClosed)
 			}
-			for ; inflight > 0; inflight-- {
-				c.release(<-done)
+			for ; batches+plains > 0; batches-- {
+				c.release((<-done).batch)
 			}
 			return
 		}
 	}
 }
 
-// collect builds the next batch from the held-back decisions, then from the
-// queue without waiting. Decisions whose subject is already in this batch
-// or in a batch in flight are held back; decisions that certainly conflict
-// (their subject already moved past what they read) fail at once.
+// collect builds the next group from the held-back decisions, then from
+// the queue without waiting, up to maxBatch messages. Decisions whose
+// subject is already in this group or in one in flight are held back;
+// decisions that certainly conflict (their subject already moved past what
+// they read) fail at once.
 func (c *committer) collect(carry []*decision) (batch, held []*decision) {
+	limit := c.maxBatch
 	n := 0
 	c.busyMu.Lock()
 	defer c.busyMu.Unlock()
@@ -266,7 +303,7 @@ func (c *committer) collect(carry []*decision) (batch, held []*decision) {
 				return
 			}
 		}
-		if n+len(d.msgs) > c.maxBatch {
+		if n+len(d.msgs) > limit {
 			held = append(held, d)
 			return
 		}
@@ -289,7 +326,7 @@ func (c *committer) collect(carry []*decision) (batch, held []*decision) {
 	for _, d := range carry {
 		take(d)
 	}
-	for n < c.maxBatch && len(held) < maxCarry {
+	for n < limit && len(held) < maxCarry {
 		select {
 		case d := <-c.queue:
 			take(d)
@@ -310,6 +347,34 @@ func (c *committer) release(batch []*decision) {
 		}
 	}
 	c.busyMu.Unlock()
+}
+
+// sign gives the batch's unsigned events one group signature: a batch
+// is one commit group, whether it goes out as one atomic batch or as
+// pipelined publishes.
+func (c *committer) sign(batch []*decision) {
+	var hashes [][]byte
+	for _, d := range batch {
+		for _, m := range d.msgs {
+			if m.unsigned != nil {
+				hashes = append(hashes, m.unsigned)
+			}
+		}
+	}
+	if len(hashes) == 0 {
+		return
+	}
+	gs := ledger.SignGroup(c.signKey, hashes)
+	i := 0
+	for _, d := range batch {
+		for j := range d.msgs {
+			if m := &d.msgs[j]; m.unsigned != nil {
+				m.data = ledger.AppendGroupSignature(m.data, gs, i)
+				m.unsigned = nil
+				i++
+			}
+		}
+	}
 }
 
 // commit publishes the batch and answers every decision in it. A few

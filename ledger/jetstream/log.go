@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,10 @@ type Options struct {
 	OnCommit func(messages int, took time.Duration)
 	// Keys checks the writer of every event Last reads (nil: hash only).
 	Keys ledger.Keys
+	// GroupSignKey, when set, signs the events appended without a
+	// signature once per commit group (ledger.SignGroup): one Ed25519
+	// signature over the group's Merkle root instead of one per event.
+	GroupSignKey ed25519.PrivateKey
 }
 
 // Open ensures the stream and starts the group committer. Close stops it.
@@ -87,6 +92,9 @@ func (l *Log) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, err
 			return nil, fmt.Errorf("append %s: a following message must come right after one on its subject", m.Subject)
 		}
 		d.msgs[i] = outMsg{subject: m.Subject, check: m.CheckSubject, expected: m.ExpectedSeq, follows: m.Follows, data: data}
+		if l.c.signKey != nil && len(m.Event.GetSignature()) == 0 {
+			d.msgs[i].unsigned = m.Event.GetHash()
+		}
 	}
 	return l.c.submit(ctx, d)
 }

@@ -143,7 +143,8 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 // Event is the envelope of everything appended to a stream. The hash chains
 // events on one subject: prev_hash is the hash of the previous event on the
 // same subject (empty for the first), hash is SHA-256 over the deterministic
-// encoding of this envelope with hash (and signature) cleared.
+// encoding of this envelope with hash, signature and the group fields
+// (10-12) cleared.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique id of the event (ULID, prefix "evt_").
@@ -157,8 +158,20 @@ type Event struct {
 	GatewayId string `protobuf:"bytes,6,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
 	PrevHash  []byte `protobuf:"bytes,7,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
 	Hash      []byte `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
-	// Reserved for the writer's signature (audit issue).
+	// The writer's Ed25519 signature: over hash, or, when group_size is set,
+	// over its commit group's Merkle root (see group_path).
 	Signature []byte `protobuf:"bytes,9,opt,name=signature,proto3" json:"signature,omitempty"`
+	// A group signature covers the events one commit sent together: the
+	// leaves of an RFC 9162 Merkle tree are sha256(0x00 || hash), inner nodes
+	// sha256(0x01 || left || right), and signature signs
+	// "portcullis event group v1\x00" || group_size (8 bytes, big-endian) ||
+	// root. group_path is this event's audit path (siblings from the leaf
+	// up), group_index its leaf's index, group_size the number of leaves:
+	// each event verifies by itself.
+	// Like signature, these fields are outside hash.
+	GroupPath  [][]byte `protobuf:"bytes,10,rep,name=group_path,json=groupPath,proto3" json:"group_path,omitempty"`
+	GroupIndex uint32   `protobuf:"varint,11,opt,name=group_index,json=groupIndex,proto3" json:"group_index,omitempty"`
+	GroupSize  uint32   `protobuf:"varint,12,opt,name=group_size,json=groupSize,proto3" json:"group_size,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Event_ExecutionChanged
@@ -261,6 +274,27 @@ func (x *Event) GetSignature() []byte {
 		return x.Signature
 	}
 	return nil
+}
+
+func (x *Event) GetGroupPath() [][]byte {
+	if x != nil {
+		return x.GroupPath
+	}
+	return nil
+}
+
+func (x *Event) GetGroupIndex() uint32 {
+	if x != nil {
+		return x.GroupIndex
+	}
+	return 0
+}
+
+func (x *Event) GetGroupSize() uint32 {
+	if x != nil {
+		return x.GroupSize
+	}
+	return 0
 }
 
 func (x *Event) GetBody() isEvent_Body {
@@ -559,7 +593,7 @@ var File_portcullis_v1_event_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1aportcullis/v1/budget.proto\x1a\x1dportcullis/v1/execution.proto\"\xde\x04\n" +
+	"\x19portcullis/v1/event.proto\x12\rportcullis.v1\x1a\x1aportcullis/v1/budget.proto\x1a\x1dportcullis/v1/execution.proto\"\xbd\x05\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x18.portcullis.v1.EventTypeR\x04type\x12\x18\n" +
@@ -570,7 +604,14 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"gateway_id\x18\x06 \x01(\tR\tgatewayId\x12\x1b\n" +
 	"\tprev_hash\x18\a \x01(\fR\bprevHash\x12\x12\n" +
 	"\x04hash\x18\b \x01(\fR\x04hash\x12\x1c\n" +
-	"\tsignature\x18\t \x01(\fR\tsignature\x12N\n" +
+	"\tsignature\x18\t \x01(\fR\tsignature\x12\x1d\n" +
+	"\n" +
+	"group_path\x18\n" +
+	" \x03(\fR\tgroupPath\x12\x1f\n" +
+	"\vgroup_index\x18\v \x01(\rR\n" +
+	"groupIndex\x12\x1d\n" +
+	"\n" +
+	"group_size\x18\f \x01(\rR\tgroupSize\x12N\n" +
 	"\x11execution_changed\x18\x15 \x01(\v2\x1f.portcullis.v1.ExecutionChangedH\x00R\x10executionChanged\x12F\n" +
 	"\x0ebudget_changed\x18\x16 \x01(\v2\x1d.portcullis.v1.BudgetDecisionH\x00R\rbudgetChanged\x12;\n" +
 	"\n" +
