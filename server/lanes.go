@@ -98,8 +98,11 @@ func (n *natsConn) ensureLanes(ctx context.Context, replicas int, lanes ledger.L
 // operator tool; no root yet: ErrNoLedger).
 func ledgerLanes(ctx context.Context, js jetstream.JetStream) (ledger.Lanes, error) {
 	meta, err := js.Stream(ctx, metaStream)
-	if err != nil {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, fmt.Errorf("%w: %v", ErrNoLedger, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("meta stream: %w", err)
 	}
 	root, err := readRoot(ctx, meta)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -345,7 +345,13 @@ func EnsureStreams(ctx context.Context, o Options) (int, error) {
 	}
 	// The lanes: the ledger's recorded count, else (no ledger yet) the
 	// count its first gateway will record (the same --exec-shards).
-	lanes, err := ledgerLanes(ctx, n.js)
+	// Right after META was made its leader may not answer yet: retried.
+	var lanes ledger.Lanes
+	err = ljs.Retry(ctx, lg, "ledger root", func(ctx context.Context) error {
+		var err error
+		lanes, err = ledgerLanes(ctx, n.js)
+		return err
+	})
 	switch {
 	case errors.Is(err, ErrNoLedger):
 		lanes = newLedgerLanes(o)

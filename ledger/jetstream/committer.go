@@ -55,6 +55,7 @@ const (
 
 // JetStream error codes the committer understands.
 const (
+	errCodeClusterNoPeers       = 10005 // no suitable peers for placement (yet)
 	errCodeClusterNotAvail      = 10008 // JetStream temporarily unavailable (no leader)
 	errCodeWrongLastSeq         = 10071
 	errCodeStreamOffline        = 10118

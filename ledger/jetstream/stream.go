@@ -142,7 +142,7 @@ func Retry(ctx context.Context, lg *slog.Logger, what string, step func(context.
 		actx, cancel := context.WithTimeout(ctx, setupAttemptWait)
 		err := step(actx)
 		cancel()
-		if err == nil || !Transient(err) || ctx.Err() != nil {
+		if err == nil || !(Transient(err) || formingCluster(err)) || ctx.Err() != nil {
 			return err
 		}
 		if time.Now().Add(backoff).After(deadline) {
@@ -157,6 +157,15 @@ func Retry(ctx context.Context, lg *slog.Logger, what string, step func(context.
 		}
 		backoff = min(backoff*2, setupBackoffMax)
 	}
+}
+
+// formingCluster reports whether err is JetStream finding no peers to
+// place a stream's replicas on (10005): a cluster that is still forming
+// knows fewer peers than the stream asks for. On a cluster that is too
+// small for good it stays, and Retry gives up after SetupWaitMax.
+func formingCluster(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == errCodeClusterNoPeers
 }
 
 // Transient reports whether err is an answer that may change on its own:
