@@ -66,7 +66,7 @@ type natsConn struct {
 // the account; a new stream goes here and into streamConfigs).
 func NATSStreams() natsauth.Streams {
 	return natsauth.Streams{
-		All:    []string{ledger.ExecutionsStream, keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream},
+		All:    []string{ledger.ExecutionsStream, keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream, budgetLeaseStream},
 		Budget: keeper.Stream,
 	}
 }
@@ -296,6 +296,7 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 		ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}.Config(),
 		mcp.StreamsConfig(replicas),
 		metaConfig(replicas),
+		budgetLeaseConfig(replicas),
 	}
 }
 

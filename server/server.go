@@ -308,6 +308,9 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	go g.runProjector(runCtx, g.Sessions)
 	go g.runSealer(runCtx, o.CheckpointEvery)
 	go g.runSweep(runCtx, o.NoSweep)
+	if err := g.leadBudget(runCtx, id); err != nil {
+		return nil, err
+	}
 
 	journal := &mcp.Journal{Log: g.sesLog, Key: signKey, GatewayID: id, Logger: g.log}
 	mg, err := mcp.New(g.Ledger, cfg, events, journal, g.log)

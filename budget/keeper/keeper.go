@@ -71,6 +71,8 @@ type Views interface {
 	ClosedOp(ctx context.Context, account, opKey string) (c budget.Closed, ok bool, err error)
 	// BudgetWaitFor blocks until the views hold the budget stream up to seq.
 	BudgetWaitFor(ctx context.Context, seq uint64) error
+	// BudgetApplied is the budget stream sequence the views hold now.
+	BudgetApplied() uint64
 }
 
 // Keeper decides budget commands. Safe for concurrent use; many keepers
@@ -84,9 +86,20 @@ type Keeper struct {
 	// SignKey signs every event this keeper writes (nil: unsigned).
 	SignKey ed25519.PrivateKey
 
-	mu    sync.Mutex
-	own   map[string]Head  // this gateway's last write per account
-	lanes map[string]*lane // per-account command queues
+	mu      sync.Mutex
+	own     map[string]Head       // this gateway's last write per account, folded in memory
+	closing map[string][]closedAt // per account: closed operations own holds until the views do
+	lanes   map[string]*lane      // per-account command queues
+	leads   map[string]*leadState // per-account lease as this gateway knows it
+	leases  Leases                // nil: every command is decided here
+	fwd     Forwarder
+}
+
+// closedAt is a closed operation this gateway wrote and the stream
+// sequence that closed it.
+type closedAt struct {
+	seq uint64
+	key string
 }
 
 // New returns a Keeper.
@@ -94,7 +107,8 @@ func New(log ledger.Log, views Views, gatewayID string, now func() time.Time) *K
 	if now == nil {
 		now = time.Now
 	}
-	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}, lanes: map[string]*lane{}}
+	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}, closing: map[string][]closedAt{},
+		lanes: map[string]*lane{}, leads: map[string]*leadState{}}
 }
 
 // Result is a decided command: the decision (or the answer for a retry)
@@ -119,40 +133,19 @@ func (k *Keeper) SetLimit(ctx context.Context, l budget.Limit) (Result, error) {
 
 // Reserve decides a reservation; a denial is recorded and answered, not an error.
 func (k *Keeper) Reserve(ctx context.Context, account string, r budget.ReserveRequest) (Result, *budget.Decision, error) {
-	var dec budget.Decision
-	res, err := k.decide(ctx, account, r.OperationKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
-		var err error
-		dec, err = budget.Reserve(a, r, now)
-		return dec.Event, dec.Outcome, err
-	})
-	if err != nil {
-		return Result{}, nil, err
-	}
-	if res.Decision == nil { // a retry: nothing appended
-		res.Decision = &pb.BudgetDecision{
-			Outcome: string(dec.Outcome), Account: account, OperationKey: dec.Hold.OperationKey,
-			RequestDigest: dec.Hold.RequestDigest, Amount: dec.Hold.Amount, Currency: res.Account.Currency,
-			Limit: dec.Limit, LimitDigest: res.Account.LimitDigest, SpentSeen: res.Account.Spent, HeldSeen: res.Account.Held,
-			AccountVersion: res.Account.Version, WithinLimit: dec.WithinLimit, Allowed: dec.Allowed, Total: dec.Total,
-		}
-	}
-	return res, &dec, nil
+	return k.run(ctx, Command{Op: opReserve, Account: account, Reserve: &r})
 }
 
 // Settle moves a hold to spent (less than held releases the rest).
 func (k *Keeper) Settle(ctx context.Context, account, opKey string, amount int64, ev budget.Evidence) (Result, error) {
-	return k.decide(ctx, account, opKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
-		e, err := budget.Settle(a, opKey, amount, ev, now)
-		return &e, "", err
-	})
+	res, _, err := k.run(ctx, Command{Op: opSettle, Account: account, OpKey: opKey, Amount: amount, Evidence: &ev})
+	return res, err
 }
 
 // Release ends a hold without spending.
 func (k *Keeper) Release(ctx context.Context, account, opKey string, ev budget.Evidence) (Result, error) {
-	return k.decide(ctx, account, opKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
-		e, err := budget.Release(a, opKey, ev, now)
-		return &e, "", err
-	})
+	res, _, err := k.run(ctx, Command{Op: opRelease, Account: account, OpKey: opKey, Evidence: &ev})
+	return res, err
 }
 
 // Account reads an account as of the latest decision on it in the log,
@@ -280,12 +273,13 @@ func (k *Keeper) drain(account string, l *lane) {
 // state the log holds.
 func (k *Keeper) decideGroup(ctx context.Context, account string, group []*command) {
 	caughtUp := false
+	fresh := false // read the views too, not only this gateway's own state
 	finish := func(c *command, r Result, err error) {
 		c.res, c.err = r, err
 		close(c.done)
 	}
 	for range maxRounds {
-		h, err := k.head(ctx, account)
+		h, err := k.decideHead(ctx, account, fresh)
 		if errors.Is(err, ledger.ErrNotFound) {
 			// A new account; h.Seq is its subject's last sequence when it
 			// holds only quarantined messages.
@@ -298,7 +292,8 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			return
 		}
 		state := h.Account.Clone()
-		if err := k.loadClosed(ctx, account, state, group); err != nil {
+		loaded, err := k.loadClosed(ctx, account, state, group)
+		if err != nil {
 			for _, c := range group {
 				finish(c, Result{}, err)
 			}
@@ -349,6 +344,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 		if unknown && !caughtUp {
 			caughtUp = true // another gateway may have just created the account
 			if err := k.catchUp(ctx, nil); err == nil {
+				fresh = true
 				continue
 			}
 		}
@@ -356,12 +352,18 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 		if len(msgs) > 0 {
 			seqs, err = k.log.Append(ctx, msgs...)
 			if errors.Is(err, ledger.ErrConflict) {
+				// Another gateway wrote: this gateway's state is stale.
+				k.mu.Lock()
+				delete(k.own, account)
+				delete(k.closing, account)
+				k.mu.Unlock()
 				if err := k.catchUp(ctx, err); err != nil {
 					for _, c := range group {
 						finish(c, Result{}, err)
 					}
 					return
 				}
+				fresh = true
 				continue
 			}
 			if err != nil {
@@ -371,10 +373,22 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 				return
 			}
 			last := len(evs) - 1
-			nh := Head{Seq: seqs[last], Hash: evs[last].Hash, Account: state}
+			kept := state
+			if len(loaded) > 0 { // the views hold those: keep them out of memory
+				kept = state.Clone()
+				for _, key := range loaded {
+					delete(kept.Closed, key)
+				}
+			}
+			nh := Head{Seq: seqs[last], Hash: evs[last].Hash, Account: kept}
 			k.mu.Lock()
 			if k.own[account].Seq < nh.Seq {
 				k.own[account] = nh
+				for i, ev := range evs {
+					if t := ev.GetType(); t == EventType(budget.Settled) || t == EventType(budget.Released) {
+						k.closing[account] = append(k.closing[account], closedAt{seq: seqs[i], key: ev.GetBudgetChanged().GetOperationKey()})
+					}
+				}
 			}
 			k.mu.Unlock()
 		}
@@ -392,6 +406,58 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 	for _, c := range group {
 		finish(c, Result{}, ledger.ErrContended)
 	}
+}
+
+// decideHead is the account a group decides on. Unless fresh, this
+// gateway's own last write, folded in memory, is taken as it is: when
+// another gateway wrote since, the append's condition fails and the next
+// round reads fresh. The closed operations the views hold by now are
+// dropped from it first, so what a decision copies stays the open holds
+// plus the views' lag, however long the account's history is.
+func (k *Keeper) decideHead(ctx context.Context, account string, fresh bool) (Head, error) {
+	if !fresh {
+		k.mu.Lock()
+		own, ok := k.own[account]
+		if ok {
+			own = k.pruneLocked(account, own)
+		}
+		k.mu.Unlock()
+		if ok {
+			return own, nil
+		}
+	}
+	return k.head(ctx, account)
+}
+
+// pruneLocked drops from own the closed operations the views hold now
+// (k.mu held). It never changes an account another goroutine may read:
+// it stores a pruned copy.
+func (k *Keeper) pruneLocked(account string, own Head) Head {
+	cl := k.closing[account]
+	applied := k.views.BudgetApplied()
+	n := 0
+	for n < len(cl) && cl[n].seq <= applied {
+		n++
+	}
+	if n == 0 {
+		return own
+	}
+	a := *own.Account
+	a.Closed = make(map[string]budget.Closed, len(own.Account.Closed))
+	for key, c := range own.Account.Closed {
+		a.Closed[key] = c
+	}
+	for _, c := range cl[:n] {
+		delete(a.Closed, c.key)
+	}
+	if n == len(cl) {
+		delete(k.closing, account)
+	} else {
+		k.closing[account] = append([]closedAt(nil), cl[n:]...)
+	}
+	own.Account = &a
+	k.own[account] = own
+	return own
 }
 
 // head is the newer of this gateway's own last write and the views. When
@@ -431,7 +497,8 @@ func (k *Keeper) head(ctx context.Context, account string) (Head, error) {
 // name that state does not hold open or closed, from the views. A closed
 // operation never reopens, so one the views hold is closed in every later
 // state too.
-func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.Account, group []*command) error {
+func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.Account, group []*command) ([]string, error) {
+	var loaded []string
 	for _, c := range group {
 		if c.key == "" {
 			continue
@@ -444,18 +511,20 @@ func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.A
 		}
 		cl, ok, err := k.views.ClosedOp(ctx, account, c.key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ok && cl.Version <= state.Version {
 			if state.Closed == nil {
 				state.Closed = map[string]budget.Closed{}
 			}
 			state.Closed[c.key] = cl
+			loaded = append(loaded, c.key)
 		}
 	}
-	return nil
+	return loaded, nil
 }
 
 func (k *Keeper) catchUp(ctx context.Context, conflict error) error {
 	return ledger.CatchUp(ctx, k.log, k.views.BudgetWaitFor, conflict)
 }
+

@@ -187,3 +187,10 @@ func (v *Views) AccountNames(_ context.Context, size int) ([]string, error) {
 	}
 	return out, it.Error()
 }
+
+// BudgetApplied is the budget stream sequence the views hold now.
+func (v *Views) BudgetApplied() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.applied[keeper.Stream]
+}
