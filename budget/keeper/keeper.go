@@ -527,4 +527,3 @@ func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.A
 func (k *Keeper) catchUp(ctx context.Context, conflict error) error {
 	return ledger.CatchUp(ctx, k.log, k.views.BudgetWaitFor, conflict)
 }
-

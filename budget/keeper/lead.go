@@ -368,4 +368,3 @@ func (k *Keeper) runHere(ctx context.Context, c Command) (Result, *budget.Decisi
 	}
 	return Result{}, nil, fmt.Errorf("unknown command %q: %w", c.Op, budget.ErrInvalidRequest)
 }
-
