@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/portcullis-dev/portcullis/budget"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -306,11 +305,9 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			event int // index in evs, -1 when nothing is appended
 		}
 		answers := make([]answer, len(group))
-		var evs []*pb.Event
-		var msgs []ledger.Message
+		var decs []*pb.BudgetDecision
 		var states []*budget.Account
 		unknown := false
-		prevHash := h.Hash
 		summary := func(a *budget.Account) *budget.Account {
 			cp := *a // the answer needs the totals, not the maps
 			cp.Holds, cp.Closed = nil, nil
@@ -328,17 +325,8 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			if err := state.Apply(*e); err != nil {
 				panic(fmt.Sprintf("keeper: decided an event that does not fold: %v", err))
 			}
-			ev := &pb.Event{
-				EventId: "evt_" + ulid.Make().String(), Type: EventType(e.Kind), Subject: Subject(account),
-				TimeUnixNano: e.At.UnixNano(), GatewayId: k.gatewayID,
-				Body: &pb.Event_BudgetChanged{BudgetChanged: ToProto(*e)},
-			}
-			ledger.Seal(ev, prevHash)
-			ledger.Sign(ev, k.SignKey)
-			prevHash = ev.Hash
-			msgs = append(msgs, ledger.Message{Subject: ev.Subject, ExpectedSeq: h.Seq, Follows: len(msgs) > 0, Event: ev})
-			answers[i] = answer{res: Result{Outcome: outcome}, event: len(evs)}
-			evs = append(evs, ev)
+			answers[i] = answer{res: Result{Outcome: outcome}, event: len(decs)}
+			decs = append(decs, ToProto(*e))
 			states = append(states, summary(state))
 		}
 		if unknown && !caughtUp {
@@ -349,7 +337,10 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			}
 		}
 		var seqs []uint64
-		if len(msgs) > 0 {
+		var msgs []ledger.Message
+		var msgOf []int
+		if len(decs) > 0 {
+			msgs, msgOf = k.pack(account, h.Seq, h.Hash, decs, now)
 			seqs, err = k.log.Append(ctx, msgs...)
 			if errors.Is(err, ledger.ErrConflict) {
 				// Another gateway wrote: this gateway's state is stale.
@@ -372,7 +363,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 				}
 				return
 			}
-			last := len(evs) - 1
+			last := len(msgs) - 1
 			kept := state
 			if len(loaded) > 0 { // the views hold those: keep them out of memory
 				kept = state.Clone()
@@ -380,13 +371,13 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 					delete(kept.Closed, key)
 				}
 			}
-			nh := Head{Seq: seqs[last], Hash: evs[last].Hash, Account: kept}
+			nh := Head{Seq: seqs[last], Hash: msgs[last].Event.Hash, Account: kept}
 			k.mu.Lock()
 			if k.own[account].Seq < nh.Seq {
 				k.own[account] = nh
-				for i, ev := range evs {
-					if t := ev.GetType(); t == EventType(budget.Settled) || t == EventType(budget.Released) {
-						k.closing[account] = append(k.closing[account], closedAt{seq: seqs[i], key: ev.GetBudgetChanged().GetOperationKey()})
+				for i, d := range decs {
+					if o := d.GetOutcome(); o == string(budget.Settled) || o == string(budget.Released) {
+						k.closing[account] = append(k.closing[account], closedAt{seq: seqs[msgOf[i]], key: d.GetOperationKey()})
 					}
 				}
 			}
@@ -395,8 +386,8 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 		for i, c := range group {
 			a := answers[i]
 			if a.event >= 0 {
-				d := evs[a.event].GetBudgetChanged()
-				d.StreamSeq = seqs[a.event]
+				d := decs[a.event]
+				d.StreamSeq = seqs[msgOf[a.event]]
 				a.res.Decision, a.res.Account = d, states[a.event]
 			}
 			finish(c, a.res, a.err)
