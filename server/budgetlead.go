@@ -96,7 +96,7 @@ func (g *Gateway) leadBudget(ctx context.Context, id string) error {
 		g.log.Warn("no budget lease stream; every gateway decides its own budget commands (run `portcullis streams` as admin)", "err", err)
 		return nil
 	}
-	sub, err := g.nats.conn.Subscribe(natsauth.BudgetRPCPrefix+id, func(m *nats.Msg) {
+	sub, err := g.nats.conn.QueueSubscribe(natsauth.BudgetRPCPrefix+id, "budget", func(m *nats.Msg) { // one answer, also when two gateways share an id
 		go func() {
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()

@@ -59,7 +59,7 @@ const (
 	LeaseTTL         = 3 * time.Second
 	leaseRenewBefore = LeaseTTL / 2           // renew when less than this is left
 	leaseMargin      = 250 * time.Millisecond // stop leading this early (clock skew)
-	forwardWaitMax   = 10 * time.Second       // one forwarded command, decision included
+	forwardWaitMax   = 5 * time.Second        // one forwarded command, decision included
 	maxLeads         = maxLanes               // lease states kept
 )
 

@@ -1,0 +1,347 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/portcullis-dev/portcullis/budget"
+	"github.com/portcullis-dev/portcullis/budget/keeper"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/projector"
+	"github.com/portcullis-dev/portcullis/server"
+)
+
+// startGatewayID is startGateway joined to natsURL under its own gateway
+// id (the account leases tell gateways apart by id).
+func startGatewayID(t testing.TB, natsURL, id string) *server.Gateway {
+	t.Helper()
+	o := server.Options{
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
+		FingerprintKey: testKey, GatewayID: id, RootKey: rootKeyOf(natsURL), NatsCreds: credsFor(t, natsURL),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	g, err := server.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close(context.Background()) })
+	return g
+}
+
+// budgetLedger is what the budget stream holds, decision by decision.
+type budgetLedger struct {
+	events []budget.Event
+	groups int // commit group messages (several decisions in one)
+}
+
+func readBudgetLedger(t testing.TB, s jetstream.Stream) budgetLedger {
+	t.Helper()
+	var out budgetLedger
+	err := ljs.Source{Stream: s}.ReadAll(context.Background(), func(e projector.Entry) error {
+		ev, es, err := keeper.DecodeStored(e.Data)
+		if err != nil {
+			return err
+		}
+		if ev.GetType() == pb.EventType_EVENT_TYPE_BUDGET_GROUP {
+			out.groups++
+		}
+		out.events = append(out.events, es...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkBudgetLedger checks the budget rule over the whole stream: the
+// verifier finds nothing, every operation key is reserved at most once (a
+// hold never counted twice; a denial holds nothing, so a retry of a denied
+// operation is decided again) and settled at most once, and what was
+// allowed is within the limit.
+func checkBudgetLedger(t testing.TB, l budgetLedger, limit int64) (reserved, settled map[string]int64) {
+	t.Helper()
+	if fs := problems(budget.Verify(l.events)); len(fs) != 0 {
+		t.Fatalf("verifier: %+v", fs)
+	}
+	reserved, settled = map[string]int64{}, map[string]int64{}
+	var allowed int64
+	for _, e := range l.events {
+		switch e.Kind {
+		case budget.Reserved:
+			if _, twice := reserved[e.OperationKey]; twice {
+				t.Fatalf("operation %s reserved twice", e.OperationKey)
+			}
+			if e.Override == nil && e.SpentSeen+e.HeldSeen+e.Amount > e.Limit {
+				t.Fatalf("operation %s reserved over the limit without an override: %+v", e.OperationKey, e)
+			}
+			reserved[e.OperationKey] = e.Amount
+			allowed += e.Amount
+		case budget.Settled:
+			if _, twice := settled[e.OperationKey]; twice {
+				t.Fatalf("operation %s settled twice", e.OperationKey)
+			}
+			settled[e.OperationKey] = e.Amount
+		}
+	}
+	if allowed > limit {
+		t.Fatalf("allowed %d over a limit of %d", allowed, limit)
+	}
+	return reserved, settled
+}
+
+// Reserves racing on one account through two and three gateways (each
+// operation asked twice at once, on two gateways) never exceed the limit
+// and never count a hold twice; the gateways lead by lease and group
+// decisions into commit groups.
+func TestBudgetHotRacingGateways(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("gateways=%d", n), func(t *testing.T) {
+			ctx := context.Background()
+			g0 := startGateway(t, "", nil)
+			gs := []*server.Gateway{g0}
+			for i := 1; i < n; i++ {
+				gs = append(gs, startGatewayID(t, g0.NatsURL, fmt.Sprintf("gw-race-%d", i)))
+			}
+			var cs []portcullisv1connect.BudgetServiceClient
+			for _, g := range gs {
+				cs = append(cs, budgetClient(g))
+			}
+			const limit, ops = 60_000, 300
+			mustOK(t)(cs[0].SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "hot", Limit: limit, Currency: "USD"})))
+			amounts := make([]int64, ops)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			outcome := map[string]string{}
+			for i := range ops {
+				amounts[i] = int64(100 + rand.IntN(400))
+				for j := range 2 { // the same operation on two gateways at once
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						op := fmt.Sprintf("op-%d", i)
+						res, err := cs[(i+j)%n].Reserve(ctx, reserve("hot", op, fmt.Sprintf("sha256:%d", i), amounts[i]))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						allowed := res.Msg.GetDecision().GetAllowed()
+						mu.Lock()
+						defer mu.Unlock()
+						got := fmt.Sprint(allowed)
+						if prev, ok := outcome[op]; ok && prev != got {
+							t.Errorf("%s: allowed=%s on one gateway, %s on another", op, prev, got)
+						}
+						outcome[op] = got
+					}()
+				}
+			}
+			wg.Wait()
+			l := readBudgetLedger(t, budgetStream(t, g0))
+			reserved, _ := checkBudgetLedger(t, l, limit)
+			var allowed int64
+			for op, ok := range outcome {
+				if ok == "true" {
+					if _, in := reserved[op]; !in {
+						t.Fatalf("%s answered allowed but not reserved in the ledger", op)
+					}
+					allowed += reserved[op]
+				}
+			}
+			if len(reserved) != len(outcome)-countFalse(outcome) {
+				t.Fatalf("%d reserved in the ledger, %d answered allowed", len(reserved), len(outcome)-countFalse(outcome))
+			}
+			acc, err := cs[n-1].GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: "hot"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if acc.Msg.GetAccount().GetHeld() != allowed {
+				t.Fatalf("held %d, allowed %d", acc.Msg.GetAccount().GetHeld(), allowed)
+			}
+			if l.groups == 0 {
+				t.Fatalf("no commit group in %d decisions", len(l.events))
+			}
+		})
+	}
+}
+
+func countFalse(m map[string]string) int {
+	n := 0
+	for _, v := range m {
+		if v == "false" {
+			n++
+		}
+	}
+	return n
+}
+
+// budgetLeaseHolder is the gateway the account's lease names ("" when none).
+func budgetLeaseHolder(t testing.TB, g *server.Gateway, account string) string {
+	t.Helper()
+	js, err := jetstream.New(natsConnect(t, g, natsauth.Analyst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), "PORTCULLIS_BUDGET_LEASES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(context.Background(), "pc.lease.budget."+account)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l keeper.Lease
+	if err := json.Unmarshal(m.Data, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Gateway
+}
+
+// The gateway leading a hot account is SIGKILLed while reserves and
+// settlements stream through it and another gateway: the other takes
+// over, and every operation ends reserved once and settled once — no
+// decision lost (everything answered is in the ledger), none doubled
+// (callers retry what died with the leader under the same key).
+func TestBudgetHotLeaderKilled(t *testing.T) {
+	ctx := context.Background()
+	g0 := startGateway(t, "", nil) // holds the NATS server; takes no budget commands
+	cfg := writeConfig(t)
+	ids := []string{"gw-a", "gw-b"}
+	addrs := map[string]string{}
+	cmds := map[string]func() error{}
+	for _, id := range ids {
+		addr := freeAddr(t)
+		p := serveProcess(t, t.TempDir(), addr, cfg, "--nats-url", g0.NatsURL, "--gateway-id", id)
+		addrs[id] = addr
+		cmds[id] = func() error { return p.Process.Signal(syscall.SIGKILL) }
+	}
+	client := func(id string) portcullisv1connect.BudgetServiceClient {
+		return portcullisv1connect.NewBudgetServiceClient(http.DefaultClient, "http://"+addrs[id])
+	}
+	const limit = 1_000_000
+	mustOK(t)(budgetClient(g0).SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "hot", Limit: limit, Currency: "USD"})))
+	// The first command makes its gateway the leader.
+	if _, err := client("gw-a").Reserve(ctx, reserve("hot", "op-first", "sha256:first", 1)); err != nil {
+		t.Fatal(err)
+	}
+	leader := budgetLeaseHolder(t, g0, "hot")
+	if leader != "gw-a" {
+		t.Fatalf("lease held by %q, want gw-a", leader)
+	}
+	survivor := "gw-b"
+
+	const workers, perWorker, killAfter = 16, 25, 120
+	var done atomic.Int32
+	var dead atomic.Bool
+	killed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answered := map[string]bool{} // op → reserved (answered allowed)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				op := fmt.Sprintf("op-%d-%d", w, i)
+				// try runs step on this worker's gateway, or on the survivor once the leader is dead.
+				try := func(step func(c portcullisv1connect.BudgetServiceClient) error) {
+					for {
+						id := ids[w%2]
+						if dead.Load() {
+							id = survivor
+						}
+						err := step(client(id))
+						if err == nil {
+							return
+						}
+						if ctx.Err() != nil {
+							t.Error(err)
+							return
+						}
+						// the leader died under this call (or its gateway did): retry with the same key
+					}
+				}
+				try(func(c portcullisv1connect.BudgetServiceClient) error {
+					res, err := c.Reserve(ctx, reserve("hot", op, "sha256:"+op, 10))
+					if err == nil {
+						if !res.Msg.GetDecision().GetAllowed() {
+							return fmt.Errorf("%s denied", op)
+						}
+						mu.Lock()
+						answered[op] = true
+						mu.Unlock()
+					}
+					return err
+				})
+				try(func(c portcullisv1connect.BudgetServiceClient) error {
+					_, err := c.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "hot", OperationKey: op, Amount: 10,
+						Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}}))
+					if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+						return nil // an earlier try settled it before its answer was lost
+					}
+					return err
+				})
+				if done.Add(1) == killAfter {
+					once.Do(func() { close(killed) })
+				}
+			}
+		}()
+	}
+	<-killed
+	if err := cmds[leader](); err != nil {
+		t.Fatal(err)
+	}
+	dead.Store(true)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	l := readBudgetLedger(t, budgetStream(t, g0))
+	reserved, settled := checkBudgetLedger(t, l, limit)
+	for w := range workers {
+		for i := range perWorker {
+			op := fmt.Sprintf("op-%d-%d", w, i)
+			if !answered[op] {
+				t.Fatalf("%s never answered", op)
+			}
+			if reserved[op] != 10 || settled[op] != 10 {
+				t.Fatalf("%s: reserved %d, settled %d in the ledger, want 10 and 10", op, reserved[op], settled[op])
+			}
+		}
+	}
+	acc, err := client(survivor).GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: "hot"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := acc.Msg.GetAccount(); a.GetSpent() != workers*perWorker*10 || a.GetHeld() != 1 {
+		t.Fatalf("spent %d held %d, want %d and 1", a.GetSpent(), a.GetHeld(), workers*perWorker*10)
+	}
+	// Once the dead leader's lease lapses, the survivor's next command takes it.
+	n := 0
+	waitFor(t, "the survivor leads", func() bool {
+		n++
+		if _, err := client(survivor).Reserve(ctx, reserve("hot", fmt.Sprint("op-after-", n), "sha256:after", 1)); err != nil {
+			t.Fatal(err)
+		}
+		return budgetLeaseHolder(t, g0, "hot") == survivor
+	})
+}
