@@ -77,7 +77,7 @@ func readBudgetLedger(t testing.TB, s jetstream.Stream) budgetLedger {
 func checkBudgetLedger(t testing.TB, l budgetLedger, limit int64) (reserved, settled map[string]int64) {
 	t.Helper()
 	if fs := problems(budget.Verify(l.events)); len(fs) != 0 {
-		t.Fatalf("verifier: %+v", fs)
+		t.Fatalf("verifier: %d findings, first %+v", len(fs), fs[0])
 	}
 	reserved, settled = map[string]int64{}, map[string]int64{}
 	var allowed int64
@@ -339,9 +339,91 @@ func TestBudgetHotLeaderKilled(t *testing.T) {
 	n := 0
 	waitFor(t, "the survivor leads", func() bool {
 		n++
-		if _, err := client(survivor).Reserve(ctx, reserve("hot", fmt.Sprint("op-after-", n), "sha256:after", 1)); err != nil {
+		op := fmt.Sprint("op-after-", n)
+		if _, err := client(survivor).Reserve(ctx, reserve("hot", op, "sha256:after", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client(survivor).Release(ctx, connect.NewRequest(&pb.ReleaseRequest{Account: "hot", OperationKey: op, Evidence: &pb.Evidence{TargetStatus: "404"}})); err != nil {
 			t.Fatal(err)
 		}
 		return budgetLeaseHolder(t, g0, "hot") == survivor
 	})
+}
+
+// A late retry of an operation closed thousands of operations ago finds
+// its outcome on the leading gateway and on the one that forwards, a
+// second settlement moves nothing, and the leader keeps in memory only
+// the open holds and the closed operations the views do not hold yet,
+// not the account's history.
+func TestBudgetHotLateRetryAfterHistory(t *testing.T) {
+	ctx := context.Background()
+	g1 := startGateway(t, "", nil)
+	g2 := startGatewayID(t, g1.NatsURL, "gw-late")
+	gs := []*server.Gateway{g1, g2}
+	if _, err := g1.Keeper.SetLimit(ctx, budget.Limit{Account: "acme", Currency: "GBP", Limit: 1_000_000_000, Delegator: "cfo"}); err != nil {
+		t.Fatal(err)
+	}
+	ev := budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}
+	const history, callers = 5000, 32
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := gs[c%2].Keeper
+			for i := int(next.Add(1)); i <= history; i = int(next.Add(1)) {
+				op := fmt.Sprint("op-", i)
+				if _, _, err := k.Reserve(ctx, "acme", budget.ReserveRequest{OperationKey: op, RequestDigest: "sha256:h", Amount: 10}); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := k.Settle(ctx, "acme", op, 10, ev); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, g := range gs {
+		for _, op := range []string{"op-1", "op-2", fmt.Sprint("op-", history/2)} {
+			_, d, err := g.Keeper.Reserve(ctx, "acme", budget.ReserveRequest{OperationKey: op, RequestDigest: "sha256:h", Amount: 10})
+			if err != nil {
+				t.Fatalf("%s: late retry of %s: %v", g.ID, op, err)
+			}
+			if d.Outcome != budget.OutcomeSpent {
+				t.Fatalf("%s: late retry of %s: %s, want %s", g.ID, op, d.Outcome, budget.OutcomeSpent)
+			}
+			if _, err := g.Keeper.Settle(ctx, "acme", op, 10, ev); !errors.Is(err, budget.ErrAlreadyClosed) {
+				t.Fatalf("%s: second settlement of %s: %v, want ErrAlreadyClosed", g.ID, op, err)
+			}
+		}
+	}
+	for _, g := range gs { // both views hold everything
+		if _, err := g.Keeper.Account(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := g1.Keeper.Account(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Account.Spent != history*10 || h.Account.Held != 0 {
+		t.Fatalf("spent %d held %d, want %d and 0", h.Account.Spent, h.Account.Held, history*10)
+	}
+	// The views hold everything now; the leader's next decision drops what they hold from memory.
+	if _, _, err := g1.Keeper.Reserve(ctx, "acme", budget.ReserveRequest{OperationKey: "op-last", RequestDigest: "sha256:h", Amount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	leader := g1
+	if budgetLeaseHolder(t, g1, "acme") == g2.ID {
+		leader = g2
+	}
+	if holds, closed := leader.Keeper.InMemory("acme"); holds != 1 || closed > 0 {
+		t.Fatalf("leader keeps %d holds and %d closed operations in memory after %d closed, want 1 and 0", holds, closed, history)
+	}
 }

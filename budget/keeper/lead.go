@@ -368,3 +368,15 @@ func (k *Keeper) runHere(ctx context.Context, c Command) (Result, *budget.Decisi
 	}
 	return Result{}, nil, fmt.Errorf("unknown command %q: %w", c.Op, budget.ErrInvalidRequest)
 }
+
+// InMemory reports what this gateway keeps folded in memory for an
+// account: its open holds and the closed operations the views did not
+// hold yet at its last decision (the rest are rows in the views).
+func (k *Keeper) InMemory(account string) (holds, closed int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if h, ok := k.own[account]; ok && h.Account != nil {
+		return len(h.Account.Holds), len(h.Account.Closed)
+	}
+	return 0, 0
+}
