@@ -89,8 +89,11 @@ func (f budgetForwarder) Forward(ctx context.Context, gateway string, req []byte
 // leadBudget lets the keeper lead hot accounts: it serves the commands
 // other gateways forward to this one until ctx ends. Without the lease
 // stream (a ledger whose streams an admin has not updated yet) every
-// command is decided where it arrives, as before.
-func (g *Gateway) leadBudget(ctx context.Context, id string) error {
+// command is decided where it arrives, as before (also with off).
+func (g *Gateway) leadBudget(ctx context.Context, id string, off bool) error {
+	if off {
+		return nil
+	}
 	st, err := g.nats.js.Stream(ctx, budgetLeaseStream)
 	if err != nil {
 		g.log.Warn("no budget lease stream; every gateway decides its own budget commands (run `portcullis streams` as admin)", "err", err)

@@ -30,16 +30,27 @@ import (
 // id (the account leases tell gateways apart by id).
 func startGatewayID(t testing.TB, natsURL, id string) *server.Gateway {
 	t.Helper()
+	return startBudgetGateway(t, natsURL, id, false)
+}
+
+// startBudgetGateway is startGateway with a gateway id (natsURL "": the
+// embedded default) and, with noLead, without account leases.
+func startBudgetGateway(t testing.TB, natsURL, id string, noLead bool) *server.Gateway {
+	t.Helper()
 	o := server.Options{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL,
-		FingerprintKey: testKey, GatewayID: id, RootKey: rootKeyOf(natsURL), NatsCreds: credsFor(t, natsURL),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsURL: natsURL, NatsListen: "127.0.0.1:-1",
+		FingerprintKey: testKey, GatewayID: id, NoBudgetLead: noLead, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if natsURL != "" {
+		o.NatsListen, o.RootKey, o.NatsCreds = "", rootKeyOf(natsURL), credsFor(t, natsURL)
 	}
 	g, err := server.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	remember(g)
 	t.Cleanup(func() { g.Close(context.Background()) })
+	registerCreds(g)
 	return g
 }
 
@@ -107,16 +118,21 @@ func checkBudgetLedger(t testing.TB, l budgetLedger, limit int64) (reserved, set
 
 // Reserves racing on one account through two and three gateways (each
 // operation asked twice at once, on two gateways) never exceed the limit
-// and never count a hold twice; the gateways lead by lease and group
-// decisions into commit groups.
+// and never count a hold twice: with account leases (one gateway leads,
+// the others forward) and without (every gateway races the others'
+// compare-and-set appends). Both group decisions into commit groups.
 func TestBudgetHotRacingGateways(t *testing.T) {
-	for _, n := range []int{2, 3} {
-		t.Run(fmt.Sprintf("gateways=%d", n), func(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		noLead bool
+	}{{2, false}, {3, false}, {2, true}, {3, true}} {
+		t.Run(fmt.Sprintf("gateways=%d/noLead=%t", tc.n, tc.noLead), func(t *testing.T) {
 			ctx := context.Background()
-			g0 := startGateway(t, "", nil)
+			n := tc.n
+			g0 := startBudgetGateway(t, "", "gw-race-0", tc.noLead)
 			gs := []*server.Gateway{g0}
 			for i := 1; i < n; i++ {
-				gs = append(gs, startGatewayID(t, g0.NatsURL, fmt.Sprintf("gw-race-%d", i)))
+				gs = append(gs, startBudgetGateway(t, g0.NatsURL, fmt.Sprintf("gw-race-%d", i), tc.noLead))
 			}
 			var cs []portcullisv1connect.BudgetServiceClient
 			for _, g := range gs {
