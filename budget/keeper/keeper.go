@@ -344,6 +344,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			seqs, err = k.log.Append(ctx, msgs...)
 			if errors.Is(err, ledger.ErrConflict) {
 				// Another gateway wrote: this gateway's state is stale.
+				k.contended(account)
 				k.mu.Lock()
 				delete(k.own, account)
 				delete(k.closing, account)

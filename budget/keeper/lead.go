@@ -51,10 +51,11 @@ type Forwarder interface {
 // was not delivered.
 var ErrNoLeader = errors.New("the account's leading gateway does not answer")
 
-// Lease timing. A leader renews its lease while its account is busy; a
-// dead leader's lease lapses after LeaseTTL and the next gateway with a
-// command takes it by compare-and-set. Until then the others decide
-// themselves (their forwards find no one).
+// Lease timing. A gateway asks for an account's lease only once another
+// gateway's write made one of its appends fail. A leader renews its lease
+// while its account is busy; a dead leader's lease lapses after LeaseTTL
+// and the next gateway with a command takes it by compare-and-set. Until
+// then the others decide themselves (their forwards find no one).
 const (
 	LeaseTTL         = 3 * time.Second
 	leaseRenewBefore = LeaseTTL / 2           // renew when less than this is left
@@ -76,6 +77,7 @@ func (k *Keeper) Lead(leases Leases, fwd Forwarder) {
 // leadState is what this gateway knows of one account's lease.
 type leadState struct {
 	mu          sync.Mutex
+	contended   bool // another gateway wrote the account since this one decided on it
 	known       bool
 	lease       Lease
 	rev         uint64
@@ -109,6 +111,9 @@ func (k *Keeper) route(ctx context.Context, account string) string {
 	st := k.leadOf(account)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if !st.contended {
+		return "" // nobody else writes this account: no lease needed
+	}
 	now := time.Now()
 	if !st.known || !k.current(st, now) {
 		k.readLease(ctx, leases, account, st, now)
@@ -183,6 +188,22 @@ func (k *Keeper) renew(leases Leases, account string, st *leadState) {
 	case err != nil:
 		st.known = false // read it again on the next command
 	}
+}
+
+// contended notes that another gateway wrote the account: from now on
+// this gateway asks for the account's lease (and forwards to its holder).
+// An account only one gateway writes never touches the lease stream.
+func (k *Keeper) contended(account string) {
+	k.mu.Lock()
+	on := k.leases != nil
+	k.mu.Unlock()
+	if !on {
+		return
+	}
+	st := k.leadOf(account)
+	st.mu.Lock()
+	st.contended = true
+	st.mu.Unlock()
 }
 
 // unreachable notes that the account's leader did not answer: this gateway
