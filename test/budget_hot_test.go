@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -442,5 +444,48 @@ func TestBudgetHotLateRetryAfterHistory(t *testing.T) {
 	}
 	if holds, closed := leader.Keeper.InMemory("acme"); holds != 1 || closed > 0 {
 		t.Fatalf("leader keeps %d holds and %d closed operations in memory after %d closed, want 1 and 0", holds, closed, history)
+	}
+}
+
+// BenchmarkHotAccountLead: BenchmarkHotAccount's 1 000-closed cell with
+// and without account leases on both gateways (without: in-memory state
+// and commit groups, the gateways racing each other's appends).
+func BenchmarkHotAccountLead(b *testing.B) {
+	for _, noLead := range []bool{false, true} {
+		b.Run(fmt.Sprintf("noLead=%t", noLead), func(b *testing.B) {
+			g1 := startBudgetGateway(b, "", "gw-bench-1", noLead)
+			g2 := startBudgetGateway(b, g1.NatsURL, "gw-bench-2", noLead)
+			ks := []*keeper.Keeper{g1.Keeper, g2.Keeper}
+			if _, err := ks[0].SetLimit(context.Background(), budget.Limit{Account: "hot", Currency: "GBP", Limit: 1 << 50, Delegator: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+			if err := parallelOps(64, 1000, func(c, i int) error { return reserveSettle(ks[c%2], "hot", fmt.Sprint("pre-", i)) }); err != nil {
+				b.Fatal(err)
+			}
+			n := min(b.N, hotOps)
+			lat := make([][]time.Duration, 64)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for c := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+						t0 := time.Now()
+						if err := reserveSettle(ks[c%2], "hot", fmt.Sprint("op-", i)); err != nil {
+							b.Error(err)
+							return
+						}
+						lat[c] = append(lat[c], time.Since(t0))
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			reportLatency(b, elapsed, "ops/s", slices.Concat(lat...))
+		})
 	}
 }
