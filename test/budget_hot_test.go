@@ -13,8 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go/jetstream"
