@@ -86,11 +86,12 @@ type Keeper struct {
 	SignKey ed25519.PrivateKey
 
 	mu      sync.Mutex
-	own     map[string]Head       // this gateway's last write per account, folded in memory
-	closing map[string][]closedAt // per account: closed operations own holds until the views do
-	lanes   map[string]*lane      // per-account command queues
-	leads   map[string]*leadState // per-account lease as this gateway knows it
-	leases  Leases                // nil: every command is decided here
+	own     map[string]Head                     // this gateway's last write per account, folded in memory
+	closing map[string][]closedAt               // per account: what recent holds, in stream order
+	recent  map[string]map[string]budget.Closed // per account: operations this gateway closed that the views may not hold yet
+	lanes   map[string]*lane                    // per-account command queues
+	leads   map[string]*leadState               // per-account lease as this gateway knows it
+	leases  Leases                              // nil: every command is decided here
 	fwd     Forwarder
 }
 
@@ -106,7 +107,7 @@ func New(log ledger.Log, views Views, gatewayID string, now func() time.Time) *K
 	if now == nil {
 		now = time.Now
 	}
-	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}, closing: map[string][]closedAt{},
+	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}, closing: map[string][]closedAt{}, recent: map[string]map[string]budget.Closed{},
 		lanes: map[string]*lane{}, leads: map[string]*leadState{}}
 }
 
@@ -291,8 +292,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			return
 		}
 		state := h.Account.Clone()
-		loaded, err := k.loadClosed(ctx, account, state, group)
-		if err != nil {
+		if _, err := k.loadClosed(ctx, account, state, group); err != nil {
 			for _, c := range group {
 				finish(c, Result{}, err)
 			}
@@ -348,6 +348,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 				k.mu.Lock()
 				delete(k.own, account)
 				delete(k.closing, account)
+				delete(k.recent, account)
 				k.mu.Unlock()
 				if err := k.catchUp(ctx, err); err != nil {
 					for _, c := range group {
@@ -365,20 +366,22 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 				return
 			}
 			last := len(msgs) - 1
-			kept := state
-			if len(loaded) > 0 { // the views hold those: keep them out of memory
-				kept = state.Clone()
-				for _, key := range loaded {
-					delete(kept.Closed, key)
-				}
-			}
-			nh := Head{Seq: seqs[last], Hash: msgs[last].Event.Hash, Account: kept}
+			// Memory keeps the open holds; what this group closed waits in
+			// recent until the views hold it, what it loaded is in the views.
+			kept := *state
+			kept.Closed = nil
+			nh := Head{Seq: seqs[last], Hash: msgs[last].Event.Hash, Account: &kept}
 			k.mu.Lock()
 			if k.own[account].Seq < nh.Seq {
 				k.own[account] = nh
 				for i, d := range decs {
 					if o := d.GetOutcome(); o == string(budget.Settled) || o == string(budget.Released) {
-						k.closing[account] = append(k.closing[account], closedAt{seq: seqs[msgOf[i]], key: d.GetOperationKey()})
+						key := d.GetOperationKey()
+						if k.recent[account] == nil {
+							k.recent[account] = map[string]budget.Closed{}
+						}
+						k.recent[account][key] = state.Closed[key]
+						k.closing[account] = append(k.closing[account], closedAt{seq: seqs[msgOf[i]], key: key})
 					}
 				}
 			}
@@ -403,16 +406,14 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 // decideHead is the account a group decides on. Unless fresh, this
 // gateway's own last write, folded in memory, is taken as it is: when
 // another gateway wrote since, the append's condition fails and the next
-// round reads fresh. The closed operations the views hold by now are
-// dropped from it first, so what a decision copies stays the open holds
-// plus the views' lag, however long the account's history is.
+// round reads fresh. It holds the totals and the open holds only, so what
+// a decision copies does not grow with the account's history; loadClosed
+// brings in the closed operations the group names.
 func (k *Keeper) decideHead(ctx context.Context, account string, fresh bool) (Head, error) {
 	if !fresh {
 		k.mu.Lock()
 		own, ok := k.own[account]
-		if ok {
-			own = k.pruneLocked(account, own)
-		}
+		k.pruneLocked(account)
 		k.mu.Unlock()
 		if ok {
 			return own, nil
@@ -421,35 +422,26 @@ func (k *Keeper) decideHead(ctx context.Context, account string, fresh bool) (He
 	return k.head(ctx, account)
 }
 
-// pruneLocked drops from own the closed operations the views hold now
-// (k.mu held). It never changes an account another goroutine may read:
-// it stores a pruned copy.
-func (k *Keeper) pruneLocked(account string, own Head) Head {
+// pruneLocked forgets the recently closed operations of account that the
+// views hold now (k.mu held).
+func (k *Keeper) pruneLocked(account string) {
 	cl := k.closing[account]
+	if len(cl) == 0 {
+		return
+	}
 	applied := k.views.BudgetApplied()
 	n := 0
 	for n < len(cl) && cl[n].seq <= applied {
+		delete(k.recent[account], cl[n].key)
 		n++
 	}
-	if n == 0 {
-		return own
-	}
-	a := *own.Account
-	a.Closed = make(map[string]budget.Closed, len(own.Account.Closed))
-	for key, c := range own.Account.Closed {
-		a.Closed[key] = c
-	}
-	for _, c := range cl[:n] {
-		delete(a.Closed, c.key)
-	}
-	if n == len(cl) {
+	switch {
+	case n == len(cl):
 		delete(k.closing, account)
-	} else {
-		k.closing[account] = append([]closedAt(nil), cl[n:]...)
+		delete(k.recent, account)
+	case n > 0:
+		k.closing[account] = cl[n:]
 	}
-	own.Account = &a
-	k.own[account] = own
-	return own
 }
 
 // head is the newer of this gateway's own last write and the views. When
@@ -499,6 +491,16 @@ func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.A
 			continue
 		}
 		if _, closed := state.Closed[c.key]; closed {
+			continue
+		}
+		k.mu.Lock()
+		cl, ok := k.recent[account][c.key]
+		k.mu.Unlock()
+		if ok { // closed by this gateway, maybe not in the views yet
+			if state.Closed == nil {
+				state.Closed = map[string]budget.Closed{}
+			}
+			state.Closed[c.key] = cl
 			continue
 		}
 		cl, ok, err := k.views.ClosedOp(ctx, account, c.key)

@@ -397,7 +397,7 @@ func (k *Keeper) InMemory(account string) (holds, closed int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if h, ok := k.own[account]; ok && h.Account != nil {
-		return len(h.Account.Holds), len(h.Account.Closed)
+		holds = len(h.Account.Holds)
 	}
-	return 0, 0
+	return holds, len(k.recent[account])
 }
