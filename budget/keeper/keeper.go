@@ -315,7 +315,10 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 		}
 		for i, c := range group {
 			e, outcome, err := c.f(state, now) // decision functions never change the account
-			if errors.Is(err, budget.ErrUnknownAccount) {
+			if errors.Is(err, budget.ErrUnknownAccount) || errors.Is(err, budget.ErrNotHeld) {
+				// An absence in a state read from memory or the views proves
+				// nothing: another gateway may have just created the account
+				// or opened the hold. Catch up once and decide again.
 				unknown = true
 			}
 			if err != nil || e == nil {
@@ -330,7 +333,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			states = append(states, summary(state))
 		}
 		if unknown && !caughtUp {
-			caughtUp = true // another gateway may have just created the account
+			caughtUp = true
 			if err := k.catchUp(ctx, nil); err == nil {
 				fresh = true
 				continue
