@@ -292,7 +292,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			return
 		}
 		state := h.Account.Clone()
-		if _, err := k.loadClosed(ctx, account, state, group); err != nil {
+		if err := k.loadClosed(ctx, account, state, group); err != nil {
 			for _, c := range group {
 				finish(c, Result{}, err)
 			}
@@ -481,11 +481,11 @@ func (k *Keeper) head(ctx context.Context, account string) (Head, error) {
 }
 
 // loadClosed adds to state the closed operations the group's commands
-// name that state does not hold open or closed, from the views. A closed
+// name that state does not hold open or closed: from the ones this gateway
+// closed recently, else from the views. A closed
 // operation never reopens, so one the views hold is closed in every later
 // state too.
-func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.Account, group []*command) ([]string, error) {
-	var loaded []string
+func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.Account, group []*command) error {
 	for _, c := range group {
 		if c.key == "" {
 			continue
@@ -499,7 +499,7 @@ func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.A
 		k.mu.Lock()
 		cl, ok := k.recent[account][c.key]
 		k.mu.Unlock()
-		if ok { // closed by this gateway, maybe not in the views yet
+		if ok && cl.Version <= state.Version { // closed by this gateway, maybe not in the views yet
 			if state.Closed == nil {
 				state.Closed = map[string]budget.Closed{}
 			}
@@ -508,17 +508,16 @@ func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.A
 		}
 		cl, ok, err := k.views.ClosedOp(ctx, account, c.key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if ok && cl.Version <= state.Version {
 			if state.Closed == nil {
 				state.Closed = map[string]budget.Closed{}
 			}
 			state.Closed[c.key] = cl
-			loaded = append(loaded, c.key)
 		}
 	}
-	return loaded, nil
+	return nil
 }
 
 func (k *Keeper) catchUp(ctx context.Context, conflict error) error {
