@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -99,8 +100,21 @@ func (g *Gateway) leadBudget(ctx context.Context, id string, off bool) error {
 		g.log.Warn("no budget lease stream; every gateway decides its own budget commands (run `portcullis streams` as admin)", "err", err)
 		return nil
 	}
-	sub, err := g.nats.conn.QueueSubscribe(natsauth.BudgetRPCPrefix+id, "budget", func(m *nats.Msg) { // one answer, also when two gateways share an id
+	var (
+		serving sync.WaitGroup // forwarded commands being decided
+		mu      sync.Mutex
+		stopped bool
+	)
+	// A queue group: one answer, also when two gateways share an id.
+	sub, err := g.nats.conn.QueueSubscribe(natsauth.BudgetRPCPrefix+id, "budget", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return // never answered: the sender's request times out as unknown
+		}
+		serving.Add(1)
 		go func() {
+			defer serving.Done()
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			if err := m.Respond(g.Keeper.ServeForward(dctx, m.Data)); err != nil {
@@ -115,11 +129,17 @@ func (g *Gateway) leadBudget(ctx context.Context, id string, off bool) error {
 		return fmt.Errorf("budget forwarding: %w", err)
 	}
 	g.Keeper.Lead(budgetLeases{js: g.nats.js, stream: st}, budgetForwarder{nc: g.nats.conn})
+	g.wg.Add(1) // Close waits for this before it closes the budget log
 	go func() {
+		defer g.wg.Done()
 		<-ctx.Done()
 		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			g.log.Debug("budget forwarding: unsubscribe", slog.Any("err", err))
 		}
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		serving.Wait() // their answers go out (ctx ended: unknown outcome) before the log closes
 	}()
 	return nil
 }
