@@ -90,8 +90,8 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 				}
 			}
 		}
-		load := func(opKey string) error { return b.loadClosed(ctx, name, h.Account, opKey) }
-		ev, fault := checkBudgetEntry(e, nameOK, h, b.guard.keys, load)
+		load := func(a *budget.Account, opKey string) error { return b.loadClosed(ctx, name, a, opKey) }
+		ev, folded, fault := checkBudgetEntry(e, nameOK, h, b.guard.keys, load)
 		if errors.Is(fault, ledger.ErrKeysUnavailable) || errors.Is(fault, errViewRead) {
 			return fmt.Errorf("projector %s seq %d: %w", keeper.Stream, e.Seq, fault) // retried, never quarantined
 		}
@@ -107,7 +107,7 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 			}
 			continue
 		}
-		accounts[name] = keeper.Head{Seq: e.Seq, Hash: ev.GetHash(), Account: h.Account}
+		accounts[name] = keeper.Head{Seq: e.Seq, Hash: ev.GetHash(), Account: folded}
 		rows = append(rows, BudgetRow{Seq: e.Seq, Account: name, Data: e.Data})
 	}
 	return b.store.WriteBudget(accounts, rows, quarantined, mark)
@@ -137,33 +137,41 @@ func (b *budgets) loadClosed(ctx context.Context, name string, a *budget.Account
 }
 
 // checkBudgetEntry checks one stored budget event against its account and
-// applies it to h.Account (a fresh copy) when it is valid; load first
-// brings the closed operation the event names into h.Account. Apply
-// changes the account only when it accepts the event.
-func checkBudgetEntry(e Entry, nameOK bool, h keeper.Head, keys ledger.Keys, load func(opKey string) error) (*pb.Event, error) {
+// returns the account after it when it is valid: a single decision is
+// applied to h.Account (a fresh copy) in place, a commit group's members
+// in order to a copy, so that a group is folded whole or not at all. load
+// first brings the closed operation a decision names into the account.
+// Apply changes an account only when it accepts the event.
+func checkBudgetEntry(e Entry, nameOK bool, h keeper.Head, keys ledger.Keys, load func(a *budget.Account, opKey string) error) (*pb.Event, *budget.Account, error) {
 	if !nameOK {
-		return nil, fmt.Errorf("%w: %s is not an account subject", ledger.ErrCorrupt, e.Subject)
+		return nil, nil, fmt.Errorf("%w: %s is not an account subject", ledger.ErrCorrupt, e.Subject)
 	}
 	ev := new(pb.Event)
 	if err := proto.Unmarshal(e.Data, ev); err != nil {
-		return nil, fmt.Errorf("%w: undecodable: %v", ledger.ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: undecodable: %v", ledger.ErrCorrupt, err)
 	}
 	if err := ledger.CheckSigned(ev, keys); err != nil {
-		return ev, err
+		return ev, nil, err
 	}
 	if string(ev.GetPrevHash()) != string(h.Hash) || ev.GetSubject() != e.Subject {
-		return ev, fmt.Errorf("%w: chain broken on %s", ledger.ErrCorrupt, e.Subject)
+		return ev, nil, fmt.Errorf("%w: chain broken on %s", ledger.ErrCorrupt, e.Subject)
 	}
-	d := ev.GetBudgetChanged()
-	if d == nil {
-		return ev, fmt.Errorf("%w: not a budget event", ledger.ErrCorrupt)
+	ds, err := keeper.Decisions(ev)
+	if err != nil {
+		return ev, nil, err
 	}
-	be := keeper.FromProto(d)
-	if err := load(be.OperationKey); err != nil {
-		return ev, fmt.Errorf("%w: %w", errViewRead, err)
+	a := h.Account
+	if len(ds) > 1 {
+		a = a.Clone()
 	}
-	if err := h.Account.Apply(be); err != nil {
-		return ev, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+	for _, d := range ds {
+		be := keeper.FromProto(d)
+		if err := load(a, be.OperationKey); err != nil {
+			return ev, nil, fmt.Errorf("%w: %w", errViewRead, err)
+		}
+		if err := a.Apply(be); err != nil {
+			return ev, nil, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+		}
 	}
-	return ev, nil
+	return ev, a, nil
 }

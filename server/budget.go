@@ -35,8 +35,13 @@ func ReadBudget(ctx context.Context, o Options, deliver func(seq uint64, d *pb.B
 		if err != nil {
 			return fmt.Errorf("%s seq %d: %w", keeper.Stream, e.Seq, err)
 		}
-		d := ev.GetBudgetChanged()
-		d.StreamSeq = e.Seq
-		return deliver(e.Seq, d)
+		ds, _ := keeper.Decisions(ev) // DecodeStored checked them
+		for _, d := range ds {        // a commit group: each decision in order, with the group's sequence
+			d.StreamSeq = e.Seq
+			if err := deliver(e.Seq, d); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }

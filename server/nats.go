@@ -67,7 +67,7 @@ type natsConn struct {
 // execution lanes' streams PORTCULLIS_EXECUTIONS_<k> stand here as lane 1.
 func NATSStreams() natsauth.Streams {
 	return natsauth.Streams{
-		All:    []string{ledger.ExecutionsStream, ledger.LaneStream(1), keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream},
+		All:    []string{ledger.ExecutionsStream, ledger.LaneStream(1), keeper.Stream, AuditStream, mcp.SessionsStream, mcp.StreamsStream, metaStream, budgetLeaseStream},
 		Budget: keeper.Stream,
 	}
 }
@@ -297,6 +297,7 @@ func streamConfigs(replicas int) []jetstream.StreamConfig {
 		ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}.Config(),
 		mcp.StreamsConfig(replicas),
 		metaConfig(replicas),
+		budgetLeaseConfig(replicas),
 	}
 }
 

@@ -101,6 +101,10 @@ type Options struct {
 	// (tests that drive the console's "mark outcome unknown" by hand); other
 	// gateways of the ledger still sweep.
 	NoSweep bool
+	// NoBudgetLead: this gateway decides every budget command itself and
+	// never leads or forwards (the racing compare-and-set of before, for
+	// tests and A/B measurements).
+	NoBudgetLead bool
 	// RootKey references the ledger's root private key ("env:NAME",
 	// "file:PATH" or a path): with it the gateway enrolls itself. Empty:
 	// DATA_DIR/root.key when present; a new ledger creates it there.
@@ -355,6 +359,9 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	go g.runProjector(runCtx, g.Sessions)
 	go g.runSealer(runCtx, o.CheckpointEvery)
 	go g.runSweep(runCtx, o.NoSweep)
+	if err := g.leadBudget(runCtx, id, o.NoBudgetLead); err != nil {
+		return nil, err
+	}
 
 	journal := &mcp.Journal{Log: g.sesLog, Key: signKey, GatewayID: id, Logger: g.log}
 	mg, err := mcp.New(g.Ledger, cfg, events, journal, g.log)

@@ -19,6 +19,7 @@ func (m *Metrics) Log(stream string, l ledger.Log) ledger.Log {
 	for v, name := range pb.EventType_name {
 		t := pb.EventType(v)
 		switch {
+		case t == pb.EventType_EVENT_TYPE_BUDGET_GROUP: // counted by its decisions
 		case strings.HasPrefix(name, "EVENT_TYPE_BUDGET_"):
 			c.budget[t] = m.decisions.WithLabelValues(KindBudget, budgetOutcome(t))
 		case t == pb.EventType_EVENT_TYPE_UNSPECIFIED, t == pb.EventType_EVENT_TYPE_CHECKPOINT, strings.HasPrefix(name, "EVENT_TYPE_SESSION_"):
@@ -55,6 +56,14 @@ func (c *countingLog) Append(ctx context.Context, msgs ...ledger.Message) ([]uin
 		switch {
 		case ev.GetExecutionChanged() != nil:
 			counters = c.transitions
+		case ev.GetType() == pb.EventType_EVENT_TYPE_BUDGET_GROUP:
+			for _, d := range ev.GetBudgetChanged().GetGroup() { // a commit group: each decision
+				t := pb.EventType(pb.EventType_value["EVENT_TYPE_BUDGET_"+strings.ToUpper(d.GetOutcome())])
+				if n, ok := c.budget[t]; ok {
+					n.Inc()
+				}
+			}
+			continue
 		case ev.GetBudgetChanged() != nil:
 			counters = c.budget
 		default:

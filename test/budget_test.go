@@ -48,7 +48,7 @@ func budgetEvents(t testing.TB, s jetstream.Stream) []budget.Event {
 		if err != nil {
 			return err
 		}
-		out = append(out, ev)
+		out = append(out, ev...)
 		return nil
 	})
 	if err != nil {

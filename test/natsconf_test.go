@@ -48,7 +48,7 @@ func TestExampleNATSServerConfig(t *testing.T) {
 			"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.DELETE."+s, "$JS.API.STREAM.PURGE."+s,
 			"$JS.API.STREAM.MSG.DELETE."+s, "$JS.API.CONSUMER.DURABLE.CREATE."+s+".d1")
 	}
-	probes = append(probes, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.CREATE.ROGUE", "pc.exec.x.y", "pc.meta.gateway.g1", "pc.budget.acme", "pc.audit.checkpoint.g1", "_INBOX.abc")
+	probes = append(probes, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.CREATE.ROGUE", "pc.exec.x.y", "pc.meta.gateway.g1", "pc.budget.acme", "pc.audit.checkpoint.g1", "_INBOX.abc", "pcrpc.budget.gw-a")
 	for _, u := range opts.Nkeys {
 		role, ok := byKey[u.Nkey]
 		if !ok {
@@ -60,10 +60,13 @@ func TestExampleNATSServerConfig(t *testing.T) {
 				t.Errorf("%s publish %s: example config %v, embedded server %v", role, p, got, exp)
 			}
 		}
-		for _, p := range []string{"_INBOX.x", "pc.exec.a.b", "$JS.API.INFO"} {
+		for _, p := range []string{"_INBOX.x", "pc.exec.a.b", "$JS.API.INFO", "pcrpc.budget.gw-a", "pcrpc.other"} {
 			if got, exp := maySubscribe(u.Permissions, p), maySubscribe(want, p); got != exp {
 				t.Errorf("%s subscribe %s: example config %v, embedded server %v", role, p, got, exp)
 			}
+		}
+		if got, exp := u.Permissions != nil && u.Permissions.Response != nil, want != nil && want.Response != nil; got != exp {
+			t.Errorf("%s: example config allows responses %v, embedded server %v", role, got, exp)
 		}
 	}
 }

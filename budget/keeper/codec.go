@@ -101,19 +101,23 @@ func AccountProto(a *budget.Account) *pb.Account {
 	}
 }
 
-// DecodeStored reads a stored budget event: the envelope, its hash, and the
-// domain event it carries.
-func DecodeStored(data []byte) (*pb.Event, budget.Event, error) {
+// DecodeStored reads a stored budget event: the envelope, its hash, and
+// the domain events it carries (one, or a commit group's members in order).
+func DecodeStored(data []byte) (*pb.Event, []budget.Event, error) {
 	ev := new(pb.Event)
 	if err := proto.Unmarshal(data, ev); err != nil {
-		return nil, budget.Event{}, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: %v", ledger.ErrCorrupt, err)
 	}
 	if err := ledger.CheckHash(ev); err != nil {
-		return nil, budget.Event{}, err
+		return nil, nil, err
 	}
-	d := ev.GetBudgetChanged()
-	if d == nil {
-		return nil, budget.Event{}, fmt.Errorf("%w: event %s is not a budget event", ledger.ErrCorrupt, ev.GetEventId())
+	ds, err := Decisions(ev)
+	if err != nil {
+		return nil, nil, err
 	}
-	return ev, FromProto(d), nil
+	out := make([]budget.Event, len(ds))
+	for i, d := range ds {
+		out[i] = FromProto(d)
+	}
+	return ev, out, nil
 }

@@ -45,7 +45,7 @@ func TestDecodeStoredRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, e, err := DecodeStored(good); err != nil || e.OperationKey != "op" {
+	if _, e, err := DecodeStored(good); err != nil || len(e) != 1 || e[0].OperationKey != "op" {
 		t.Fatalf("a whole event: %+v %v", e, err)
 	}
 	tampered := proto.Clone(ev).(*pb.Event)

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/portcullis-dev/portcullis/budget"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -71,6 +70,8 @@ type Views interface {
 	ClosedOp(ctx context.Context, account, opKey string) (c budget.Closed, ok bool, err error)
 	// BudgetWaitFor blocks until the views hold the budget stream up to seq.
 	BudgetWaitFor(ctx context.Context, seq uint64) error
+	// BudgetApplied is the budget stream sequence the views hold now.
+	BudgetApplied() uint64
 }
 
 // Keeper decides budget commands. Safe for concurrent use; many keepers
@@ -84,9 +85,21 @@ type Keeper struct {
 	// SignKey signs every event this keeper writes (nil: unsigned).
 	SignKey ed25519.PrivateKey
 
-	mu    sync.Mutex
-	own   map[string]Head  // this gateway's last write per account
-	lanes map[string]*lane // per-account command queues
+	mu      sync.Mutex
+	own     map[string]Head                     // this gateway's last write per account, folded in memory
+	closing map[string][]closedAt               // per account: what recent holds, in stream order
+	recent  map[string]map[string]budget.Closed // per account: operations this gateway closed that the views may not hold yet
+	lanes   map[string]*lane                    // per-account command queues
+	leads   map[string]*leadState               // per-account lease as this gateway knows it
+	leases  Leases                              // nil: every command is decided here
+	fwd     Forwarder
+}
+
+// closedAt is a closed operation this gateway wrote and the stream
+// sequence that closed it.
+type closedAt struct {
+	seq uint64
+	key string
 }
 
 // New returns a Keeper.
@@ -94,7 +107,8 @@ func New(log ledger.Log, views Views, gatewayID string, now func() time.Time) *K
 	if now == nil {
 		now = time.Now
 	}
-	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}, lanes: map[string]*lane{}}
+	return &Keeper{log: log, views: views, gatewayID: gatewayID, now: now, own: map[string]Head{}, closing: map[string][]closedAt{}, recent: map[string]map[string]budget.Closed{},
+		lanes: map[string]*lane{}, leads: map[string]*leadState{}}
 }
 
 // Result is a decided command: the decision (or the answer for a retry)
@@ -119,40 +133,19 @@ func (k *Keeper) SetLimit(ctx context.Context, l budget.Limit) (Result, error) {
 
 // Reserve decides a reservation; a denial is recorded and answered, not an error.
 func (k *Keeper) Reserve(ctx context.Context, account string, r budget.ReserveRequest) (Result, *budget.Decision, error) {
-	var dec budget.Decision
-	res, err := k.decide(ctx, account, r.OperationKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
-		var err error
-		dec, err = budget.Reserve(a, r, now)
-		return dec.Event, dec.Outcome, err
-	})
-	if err != nil {
-		return Result{}, nil, err
-	}
-	if res.Decision == nil { // a retry: nothing appended
-		res.Decision = &pb.BudgetDecision{
-			Outcome: string(dec.Outcome), Account: account, OperationKey: dec.Hold.OperationKey,
-			RequestDigest: dec.Hold.RequestDigest, Amount: dec.Hold.Amount, Currency: res.Account.Currency,
-			Limit: dec.Limit, LimitDigest: res.Account.LimitDigest, SpentSeen: res.Account.Spent, HeldSeen: res.Account.Held,
-			AccountVersion: res.Account.Version, WithinLimit: dec.WithinLimit, Allowed: dec.Allowed, Total: dec.Total,
-		}
-	}
-	return res, &dec, nil
+	return k.run(ctx, Command{Op: opReserve, Account: account, Reserve: &r})
 }
 
 // Settle moves a hold to spent (less than held releases the rest).
 func (k *Keeper) Settle(ctx context.Context, account, opKey string, amount int64, ev budget.Evidence) (Result, error) {
-	return k.decide(ctx, account, opKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
-		e, err := budget.Settle(a, opKey, amount, ev, now)
-		return &e, "", err
-	})
+	res, _, err := k.run(ctx, Command{Op: opSettle, Account: account, OpKey: opKey, Amount: amount, Evidence: &ev})
+	return res, err
 }
 
 // Release ends a hold without spending.
 func (k *Keeper) Release(ctx context.Context, account, opKey string, ev budget.Evidence) (Result, error) {
-	return k.decide(ctx, account, opKey, func(a *budget.Account, now time.Time) (*budget.Event, budget.Outcome, error) {
-		e, err := budget.Release(a, opKey, ev, now)
-		return &e, "", err
-	})
+	res, _, err := k.run(ctx, Command{Op: opRelease, Account: account, OpKey: opKey, Evidence: &ev})
+	return res, err
 }
 
 // Account reads an account as of the latest decision on it in the log,
@@ -280,12 +273,13 @@ func (k *Keeper) drain(account string, l *lane) {
 // state the log holds.
 func (k *Keeper) decideGroup(ctx context.Context, account string, group []*command) {
 	caughtUp := false
+	fresh := false // read the views too, not only this gateway's own state
 	finish := func(c *command, r Result, err error) {
 		c.res, c.err = r, err
 		close(c.done)
 	}
 	for range maxRounds {
-		h, err := k.head(ctx, account)
+		h, err := k.decideHead(ctx, account, fresh)
 		if errors.Is(err, ledger.ErrNotFound) {
 			// A new account; h.Seq is its subject's last sequence when it
 			// holds only quarantined messages.
@@ -311,11 +305,9 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			event int // index in evs, -1 when nothing is appended
 		}
 		answers := make([]answer, len(group))
-		var evs []*pb.Event
-		var msgs []ledger.Message
+		var decs []*pb.BudgetDecision
 		var states []*budget.Account
 		unknown := false
-		prevHash := h.Hash
 		summary := func(a *budget.Account) *budget.Account {
 			cp := *a // the answer needs the totals, not the maps
 			cp.Holds, cp.Closed = nil, nil
@@ -323,7 +315,10 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 		}
 		for i, c := range group {
 			e, outcome, err := c.f(state, now) // decision functions never change the account
-			if errors.Is(err, budget.ErrUnknownAccount) {
+			if errors.Is(err, budget.ErrUnknownAccount) || errors.Is(err, budget.ErrNotHeld) {
+				// An absence in a state read from memory or the views proves
+				// nothing: another gateway may have just created the account
+				// or opened the hold. Catch up once and decide again.
 				unknown = true
 			}
 			if err != nil || e == nil {
@@ -333,35 +328,38 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 			if err := state.Apply(*e); err != nil {
 				panic(fmt.Sprintf("keeper: decided an event that does not fold: %v", err))
 			}
-			ev := &pb.Event{
-				EventId: "evt_" + ulid.Make().String(), Type: EventType(e.Kind), Subject: Subject(account),
-				TimeUnixNano: e.At.UnixNano(), GatewayId: k.gatewayID,
-				Body: &pb.Event_BudgetChanged{BudgetChanged: ToProto(*e)},
-			}
-			ledger.Seal(ev, prevHash)
-			ledger.Sign(ev, k.SignKey)
-			prevHash = ev.Hash
-			msgs = append(msgs, ledger.Message{Subject: ev.Subject, ExpectedSeq: h.Seq, Follows: len(msgs) > 0, Event: ev})
-			answers[i] = answer{res: Result{Outcome: outcome}, event: len(evs)}
-			evs = append(evs, ev)
+			answers[i] = answer{res: Result{Outcome: outcome}, event: len(decs)}
+			decs = append(decs, ToProto(*e))
 			states = append(states, summary(state))
 		}
 		if unknown && !caughtUp {
-			caughtUp = true // another gateway may have just created the account
+			caughtUp = true
 			if err := k.catchUp(ctx, nil); err == nil {
+				fresh = true
 				continue
 			}
 		}
 		var seqs []uint64
-		if len(msgs) > 0 {
+		var msgs []ledger.Message
+		var msgOf []int
+		if len(decs) > 0 {
+			msgs, msgOf = k.pack(account, h.Seq, h.Hash, decs, now)
 			seqs, err = k.log.Append(ctx, msgs...)
 			if errors.Is(err, ledger.ErrConflict) {
+				// Another gateway wrote: this gateway's state is stale.
+				k.contended(account)
+				k.mu.Lock()
+				delete(k.own, account)
+				delete(k.closing, account)
+				delete(k.recent, account)
+				k.mu.Unlock()
 				if err := k.catchUp(ctx, err); err != nil {
 					for _, c := range group {
 						finish(c, Result{}, err)
 					}
 					return
 				}
+				fresh = true
 				continue
 			}
 			if err != nil {
@@ -370,19 +368,33 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 				}
 				return
 			}
-			last := len(evs) - 1
-			nh := Head{Seq: seqs[last], Hash: evs[last].Hash, Account: state}
+			last := len(msgs) - 1
+			// Memory keeps the open holds; what this group closed waits in
+			// recent until the views hold it, what it loaded is in the views.
+			kept := *state
+			kept.Closed = nil
+			nh := Head{Seq: seqs[last], Hash: msgs[last].Event.Hash, Account: &kept}
 			k.mu.Lock()
 			if k.own[account].Seq < nh.Seq {
 				k.own[account] = nh
+				for i, d := range decs {
+					if o := d.GetOutcome(); o == string(budget.Settled) || o == string(budget.Released) {
+						key := d.GetOperationKey()
+						if k.recent[account] == nil {
+							k.recent[account] = map[string]budget.Closed{}
+						}
+						k.recent[account][key] = state.Closed[key]
+						k.closing[account] = append(k.closing[account], closedAt{seq: seqs[msgOf[i]], key: key})
+					}
+				}
 			}
 			k.mu.Unlock()
 		}
 		for i, c := range group {
 			a := answers[i]
 			if a.event >= 0 {
-				d := evs[a.event].GetBudgetChanged()
-				d.StreamSeq = seqs[a.event]
+				d := decs[a.event]
+				d.StreamSeq = seqs[msgOf[a.event]]
 				a.res.Decision, a.res.Account = d, states[a.event]
 			}
 			finish(c, a.res, a.err)
@@ -391,6 +403,47 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 	}
 	for _, c := range group {
 		finish(c, Result{}, ledger.ErrContended)
+	}
+}
+
+// decideHead is the account a group decides on. Unless fresh, this
+// gateway's own last write, folded in memory, is taken as it is: when
+// another gateway wrote since, the append's condition fails and the next
+// round reads fresh. It holds the totals and the open holds only, so what
+// a decision copies does not grow with the account's history; loadClosed
+// brings in the closed operations the group names.
+func (k *Keeper) decideHead(ctx context.Context, account string, fresh bool) (Head, error) {
+	if !fresh {
+		k.mu.Lock()
+		own, ok := k.own[account]
+		k.pruneLocked(account)
+		k.mu.Unlock()
+		if ok {
+			return own, nil
+		}
+	}
+	return k.head(ctx, account)
+}
+
+// pruneLocked forgets the recently closed operations of account that the
+// views hold now (k.mu held).
+func (k *Keeper) pruneLocked(account string) {
+	cl := k.closing[account]
+	if len(cl) == 0 {
+		return
+	}
+	applied := k.views.BudgetApplied()
+	n := 0
+	for n < len(cl) && cl[n].seq <= applied {
+		delete(k.recent[account], cl[n].key)
+		n++
+	}
+	switch {
+	case n == len(cl):
+		delete(k.closing, account)
+		delete(k.recent, account)
+	case n > 0:
+		k.closing[account] = cl[n:]
 	}
 }
 
@@ -428,7 +481,8 @@ func (k *Keeper) head(ctx context.Context, account string) (Head, error) {
 }
 
 // loadClosed adds to state the closed operations the group's commands
-// name that state does not hold open or closed, from the views. A closed
+// name that state does not hold open or closed: from the ones this gateway
+// closed recently, else from the views. A closed
 // operation never reopens, so one the views hold is closed in every later
 // state too.
 func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.Account, group []*command) error {
@@ -440,6 +494,16 @@ func (k *Keeper) loadClosed(ctx context.Context, account string, state *budget.A
 			continue
 		}
 		if _, closed := state.Closed[c.key]; closed {
+			continue
+		}
+		k.mu.Lock()
+		cl, ok := k.recent[account][c.key]
+		k.mu.Unlock()
+		if ok && cl.Version <= state.Version { // closed by this gateway, maybe not in the views yet
+			if state.Closed == nil {
+				state.Closed = map[string]budget.Closed{}
+			}
+			state.Closed[c.key] = cl
 			continue
 		}
 		cl, ok, err := k.views.ClosedOp(ctx, account, c.key)

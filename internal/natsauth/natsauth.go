@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -41,6 +42,11 @@ const (
 	// LedgerSubjects are the subjects the ledger's streams hold.
 	LedgerSubjects = "pc.>"
 	inboxSubjects  = "_INBOX.>"
+	// BudgetRPCPrefix + a gateway id is where that gateway serves the
+	// budget commands other gateways forward to it (request/reply, no
+	// stream holds them); only gateways may send or serve them.
+	BudgetRPCPrefix = "pcrpc.budget."
+	budgetRPC       = BudgetRPCPrefix + "*"
 )
 
 // Streams names the ledger's streams, for the readers' permissions.
@@ -91,8 +97,10 @@ func Permissions(role Role, s Streams) *natsserver.Permissions {
 	switch role {
 	case Gateway:
 		return &natsserver.Permissions{
-			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects}, append(read(anyStream), listSubjects...)...)},
-			Subscribe: sub,
+			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects, budgetRPC}, append(read(anyStream), listSubjects...)...)},
+			Subscribe: &natsserver.SubjectPermission{Allow: []string{inboxSubjects, budgetRPC}},
+			// the answer to a forwarded budget command goes to its sender's inbox
+			Response: &natsserver.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
 		}
 	case Finance:
 		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: read(s.Budget)}, Subscribe: sub}

@@ -145,7 +145,9 @@ func decisionKey(account string, seq uint64) []byte {
 }
 
 // ListDecisions pages through an account's events newest first. The page
-// token is the stream sequence to continue below.
+// token is the stream sequence to continue below. A commit group's
+// decisions share its sequence and are never split over two pages, so a
+// page may end with a whole group beyond size.
 func (v *Views) ListDecisions(_ context.Context, account string, before uint64, size int) ([]*pb.BudgetDecision, uint64, error) {
 	lower := key(decisionPrefix, account+"/")
 	upper := prefixEnd(lower)
@@ -163,12 +165,18 @@ func (v *Views) ListDecisions(_ context.Context, account string, before uint64, 
 		if err := proto.Unmarshal(it.Value(), ev); err != nil {
 			return nil, 0, fmt.Errorf("%w: decision row: %v", ledger.ErrCorrupt, err)
 		}
-		d := ev.GetBudgetChanged()
-		d.StreamSeq = binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:])
-		out = append(out, d)
+		ds, err := keeper.Decisions(ev)
+		if err != nil {
+			return nil, 0, fmt.Errorf("decision row: %w", err)
+		}
+		seq := binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:])
+		for i := len(ds) - 1; i >= 0; i-- { // a commit group, newest first; a page holds it whole
+			ds[i].StreamSeq = seq
+			out = append(out, ds[i])
+		}
 	}
 	var next uint64
-	if len(out) == size && it.Valid() { // the loop stepped onto one more row
+	if len(out) >= size && it.Valid() { // the loop stepped onto one more row
 		next = out[len(out)-1].GetStreamSeq()
 	}
 	return out, next, it.Error()
@@ -186,4 +194,11 @@ func (v *Views) AccountNames(_ context.Context, size int) ([]string, error) {
 		out = append(out, string(it.Key()[len(accountPrefix):]))
 	}
 	return out, it.Error()
+}
+
+// BudgetApplied is the budget stream sequence the views hold now.
+func (v *Views) BudgetApplied() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.applied[keeper.Stream]
 }

@@ -347,7 +347,12 @@ type BudgetDecision struct {
 	// Stream sequence of the record (0 for answers that append nothing).
 	StreamSeq uint64 `protobuf:"varint,20,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
 	// The limit record set (limit_set only).
-	LimitRecord   *LimitRecord `protobuf:"bytes,21,opt,name=limit_record,json=limitRecord,proto3" json:"limit_record,omitempty"`
+	LimitRecord *LimitRecord `protobuf:"bytes,21,opt,name=limit_record,json=limitRecord,proto3" json:"limit_record,omitempty"`
+	// A commit group (EVENT_TYPE_BUDGET_GROUP): the decisions the one message
+	// carries, in order, each with its own account_version (consecutive);
+	// every other field of the group record is unset, and no member is a
+	// group itself.
+	Group         []*BudgetDecision `protobuf:"bytes,40,rep,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -525,6 +530,13 @@ func (x *BudgetDecision) GetStreamSeq() uint64 {
 func (x *BudgetDecision) GetLimitRecord() *LimitRecord {
 	if x != nil {
 		return x.LimitRecord
+	}
+	return nil
+}
+
+func (x *BudgetDecision) GetGroup() []*BudgetDecision {
+	if x != nil {
+		return x.Group
 	}
 	return nil
 }
@@ -1439,7 +1451,7 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\bEvidence\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12#\n" +
 	"\rtarget_status\x18\x02 \x01(\tR\ftargetStatus\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"\x82\x06\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"\xb7\x06\n" +
 	"\x0eBudgetDecision\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x18\n" +
 	"\aaccount\x18\x02 \x01(\tR\aaccount\x12#\n" +
@@ -1464,7 +1476,8 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\x05total\x18\x13 \x01(\x03R\x05total\x12\x1d\n" +
 	"\n" +
 	"stream_seq\x18\x14 \x01(\x04R\tstreamSeq\x12=\n" +
-	"\flimit_record\x18\x15 \x01(\v2\x1a.portcullis.v1.LimitRecordR\vlimitRecord\"\xef\x01\n" +
+	"\flimit_record\x18\x15 \x01(\v2\x1a.portcullis.v1.LimitRecordR\vlimitRecord\x123\n" +
+	"\x05group\x18( \x03(\v2\x1d.portcullis.v1.BudgetDecisionR\x05group\"\xef\x01\n" +
 	"\vLimitRecord\x12\x18\n" +
 	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x1a\n" +
 	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x12\x14\n" +
@@ -1581,42 +1594,43 @@ var file_portcullis_v1_budget_proto_depIdxs = []int32{
 	3,  // 4: portcullis.v1.BudgetDecision.evidence:type_name -> portcullis.v1.Evidence
 	20, // 5: portcullis.v1.BudgetDecision.at:type_name -> google.protobuf.Timestamp
 	5,  // 6: portcullis.v1.BudgetDecision.limit_record:type_name -> portcullis.v1.LimitRecord
-	20, // 7: portcullis.v1.LimitRecord.valid_from:type_name -> google.protobuf.Timestamp
-	20, // 8: portcullis.v1.LimitRecord.valid_until:type_name -> google.protobuf.Timestamp
-	20, // 9: portcullis.v1.SetLimitRequest.valid_from:type_name -> google.protobuf.Timestamp
-	20, // 10: portcullis.v1.SetLimitRequest.valid_until:type_name -> google.protobuf.Timestamp
-	0,  // 11: portcullis.v1.SetLimitResponse.account:type_name -> portcullis.v1.Account
-	2,  // 12: portcullis.v1.ReserveRequest.override:type_name -> portcullis.v1.Override
-	4,  // 13: portcullis.v1.ReserveResponse.decision:type_name -> portcullis.v1.BudgetDecision
-	0,  // 14: portcullis.v1.ReserveResponse.account:type_name -> portcullis.v1.Account
-	3,  // 15: portcullis.v1.SettleRequest.evidence:type_name -> portcullis.v1.Evidence
-	4,  // 16: portcullis.v1.SettleResponse.decision:type_name -> portcullis.v1.BudgetDecision
-	0,  // 17: portcullis.v1.SettleResponse.account:type_name -> portcullis.v1.Account
-	3,  // 18: portcullis.v1.ReleaseRequest.evidence:type_name -> portcullis.v1.Evidence
-	4,  // 19: portcullis.v1.ReleaseResponse.decision:type_name -> portcullis.v1.BudgetDecision
-	0,  // 20: portcullis.v1.ReleaseResponse.account:type_name -> portcullis.v1.Account
-	0,  // 21: portcullis.v1.GetAccountResponse.account:type_name -> portcullis.v1.Account
-	1,  // 22: portcullis.v1.ListHoldsResponse.holds:type_name -> portcullis.v1.Hold
-	4,  // 23: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.BudgetDecision
-	6,  // 24: portcullis.v1.BudgetService.SetLimit:input_type -> portcullis.v1.SetLimitRequest
-	8,  // 25: portcullis.v1.BudgetService.Reserve:input_type -> portcullis.v1.ReserveRequest
-	10, // 26: portcullis.v1.BudgetService.Settle:input_type -> portcullis.v1.SettleRequest
-	12, // 27: portcullis.v1.BudgetService.Release:input_type -> portcullis.v1.ReleaseRequest
-	14, // 28: portcullis.v1.BudgetService.GetAccount:input_type -> portcullis.v1.GetAccountRequest
-	16, // 29: portcullis.v1.BudgetService.ListHolds:input_type -> portcullis.v1.ListHoldsRequest
-	18, // 30: portcullis.v1.BudgetService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
-	7,  // 31: portcullis.v1.BudgetService.SetLimit:output_type -> portcullis.v1.SetLimitResponse
-	9,  // 32: portcullis.v1.BudgetService.Reserve:output_type -> portcullis.v1.ReserveResponse
-	11, // 33: portcullis.v1.BudgetService.Settle:output_type -> portcullis.v1.SettleResponse
-	13, // 34: portcullis.v1.BudgetService.Release:output_type -> portcullis.v1.ReleaseResponse
-	15, // 35: portcullis.v1.BudgetService.GetAccount:output_type -> portcullis.v1.GetAccountResponse
-	17, // 36: portcullis.v1.BudgetService.ListHolds:output_type -> portcullis.v1.ListHoldsResponse
-	19, // 37: portcullis.v1.BudgetService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	4,  // 7: portcullis.v1.BudgetDecision.group:type_name -> portcullis.v1.BudgetDecision
+	20, // 8: portcullis.v1.LimitRecord.valid_from:type_name -> google.protobuf.Timestamp
+	20, // 9: portcullis.v1.LimitRecord.valid_until:type_name -> google.protobuf.Timestamp
+	20, // 10: portcullis.v1.SetLimitRequest.valid_from:type_name -> google.protobuf.Timestamp
+	20, // 11: portcullis.v1.SetLimitRequest.valid_until:type_name -> google.protobuf.Timestamp
+	0,  // 12: portcullis.v1.SetLimitResponse.account:type_name -> portcullis.v1.Account
+	2,  // 13: portcullis.v1.ReserveRequest.override:type_name -> portcullis.v1.Override
+	4,  // 14: portcullis.v1.ReserveResponse.decision:type_name -> portcullis.v1.BudgetDecision
+	0,  // 15: portcullis.v1.ReserveResponse.account:type_name -> portcullis.v1.Account
+	3,  // 16: portcullis.v1.SettleRequest.evidence:type_name -> portcullis.v1.Evidence
+	4,  // 17: portcullis.v1.SettleResponse.decision:type_name -> portcullis.v1.BudgetDecision
+	0,  // 18: portcullis.v1.SettleResponse.account:type_name -> portcullis.v1.Account
+	3,  // 19: portcullis.v1.ReleaseRequest.evidence:type_name -> portcullis.v1.Evidence
+	4,  // 20: portcullis.v1.ReleaseResponse.decision:type_name -> portcullis.v1.BudgetDecision
+	0,  // 21: portcullis.v1.ReleaseResponse.account:type_name -> portcullis.v1.Account
+	0,  // 22: portcullis.v1.GetAccountResponse.account:type_name -> portcullis.v1.Account
+	1,  // 23: portcullis.v1.ListHoldsResponse.holds:type_name -> portcullis.v1.Hold
+	4,  // 24: portcullis.v1.ListDecisionsResponse.decisions:type_name -> portcullis.v1.BudgetDecision
+	6,  // 25: portcullis.v1.BudgetService.SetLimit:input_type -> portcullis.v1.SetLimitRequest
+	8,  // 26: portcullis.v1.BudgetService.Reserve:input_type -> portcullis.v1.ReserveRequest
+	10, // 27: portcullis.v1.BudgetService.Settle:input_type -> portcullis.v1.SettleRequest
+	12, // 28: portcullis.v1.BudgetService.Release:input_type -> portcullis.v1.ReleaseRequest
+	14, // 29: portcullis.v1.BudgetService.GetAccount:input_type -> portcullis.v1.GetAccountRequest
+	16, // 30: portcullis.v1.BudgetService.ListHolds:input_type -> portcullis.v1.ListHoldsRequest
+	18, // 31: portcullis.v1.BudgetService.ListDecisions:input_type -> portcullis.v1.ListDecisionsRequest
+	7,  // 32: portcullis.v1.BudgetService.SetLimit:output_type -> portcullis.v1.SetLimitResponse
+	9,  // 33: portcullis.v1.BudgetService.Reserve:output_type -> portcullis.v1.ReserveResponse
+	11, // 34: portcullis.v1.BudgetService.Settle:output_type -> portcullis.v1.SettleResponse
+	13, // 35: portcullis.v1.BudgetService.Release:output_type -> portcullis.v1.ReleaseResponse
+	15, // 36: portcullis.v1.BudgetService.GetAccount:output_type -> portcullis.v1.GetAccountResponse
+	17, // 37: portcullis.v1.BudgetService.ListHolds:output_type -> portcullis.v1.ListHoldsResponse
+	19, // 38: portcullis.v1.BudgetService.ListDecisions:output_type -> portcullis.v1.ListDecisionsResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_budget_proto_init() }

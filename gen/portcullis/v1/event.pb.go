@@ -53,6 +53,9 @@ const (
 	EventType_EVENT_TYPE_BUDGET_DENIED    EventType = 22
 	EventType_EVENT_TYPE_BUDGET_SETTLED   EventType = 23
 	EventType_EVENT_TYPE_BUDGET_RELEASED  EventType = 24
+	// A commit group: several budget decisions on one account appended as
+	// one message (BudgetDecision.group), each with its own account version.
+	EventType_EVENT_TYPE_BUDGET_GROUP EventType = 25
 	// A signed checkpoint over a whole stream.
 	EventType_EVENT_TYPE_CHECKPOINT EventType = 30
 	// The sessions journal: one agent run (MCP session).
@@ -82,6 +85,7 @@ var (
 		22: "EVENT_TYPE_BUDGET_DENIED",
 		23: "EVENT_TYPE_BUDGET_SETTLED",
 		24: "EVENT_TYPE_BUDGET_RELEASED",
+		25: "EVENT_TYPE_BUDGET_GROUP",
 		30: "EVENT_TYPE_CHECKPOINT",
 		40: "EVENT_TYPE_SESSION_STARTED",
 		41: "EVENT_TYPE_SESSION_AUTHORIZED",
@@ -106,6 +110,7 @@ var (
 		"EVENT_TYPE_BUDGET_DENIED":         22,
 		"EVENT_TYPE_BUDGET_SETTLED":        23,
 		"EVENT_TYPE_BUDGET_RELEASED":       24,
+		"EVENT_TYPE_BUDGET_GROUP":          25,
 		"EVENT_TYPE_CHECKPOINT":            30,
 		"EVENT_TYPE_SESSION_STARTED":       40,
 		"EVENT_TYPE_SESSION_AUTHORIZED":    41,
@@ -637,7 +642,7 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\x0eclient_version\x18\x04 \x01(\tR\rclientVersion\x12)\n" +
 	"\x10protocol_version\x18\x05 \x01(\tR\x0fprotocolVersion\x12\x1f\n" +
 	"\vremote_addr\x18\x06 \x01(\tR\n" +
-	"remoteAddr*\xc1\x05\n" +
+	"remoteAddr*\xde\x05\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_TYPE_ACCEPTED\x10\x02\x12\x19\n" +
@@ -657,7 +662,8 @@ const file_portcullis_v1_event_proto_rawDesc = "" +
 	"\x1aEVENT_TYPE_BUDGET_RESERVED\x10\x15\x12\x1c\n" +
 	"\x18EVENT_TYPE_BUDGET_DENIED\x10\x16\x12\x1d\n" +
 	"\x19EVENT_TYPE_BUDGET_SETTLED\x10\x17\x12\x1e\n" +
-	"\x1aEVENT_TYPE_BUDGET_RELEASED\x10\x18\x12\x19\n" +
+	"\x1aEVENT_TYPE_BUDGET_RELEASED\x10\x18\x12\x1b\n" +
+	"\x17EVENT_TYPE_BUDGET_GROUP\x10\x19\x12\x19\n" +
 	"\x15EVENT_TYPE_CHECKPOINT\x10\x1e\x12\x1e\n" +
 	"\x1aEVENT_TYPE_SESSION_STARTED\x10(\x12!\n" +
 	"\x1dEVENT_TYPE_SESSION_AUTHORIZED\x10)\x12\x1c\n" +
