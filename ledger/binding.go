@@ -101,8 +101,10 @@ func resolveBinding(b *contract.BudgetBinding, rawArgs []byte) (account string, 
 	default:
 		return "", 0, "", fmt.Errorf("%w: budget amount must be a whole number of minor units", ErrInvalid)
 	}
+	// Only the plain decimal form: no sign, no leading zeros, no exponent,
+	// so one amount has one spelling.
 	amount, perr := strconv.ParseInt(s, 10, 64)
-	if perr != nil || amount <= 0 {
+	if perr != nil || amount <= 0 || strconv.FormatInt(amount, 10) != s {
 		return "", 0, "", fmt.Errorf("%w: budget amount %q must be a positive whole number of minor units", ErrInvalid, s)
 	}
 	return account, amount, currency, nil

@@ -20,6 +20,9 @@ func TestResolveBinding(t *testing.T) {
 	if acct, amt, _, err := resolveBinding(lit, nil); err != nil || acct != "ops" || amt != 500 {
 		t.Fatalf("literals: %q %d %v", acct, amt, err)
 	}
+	if _, amt, _, err := resolveBinding(b, []byte(`{"acct":"team-a","payment":{"amount":"1250"}}`)); err != nil || amt != 1250 {
+		t.Fatalf("an amount as a decimal string: %d %v", amt, err)
+	}
 	for _, args := range []string{
 		`{"acct":"team-a"}`,                            // amount missing
 		`{"acct":"team-a","payment":5}`,                // not an object on the way
@@ -30,6 +33,10 @@ func TestResolveBinding(t *testing.T) {
 		`{"acct":"team-a","payment":{"amount":true}}`,  // not a number
 		`{"acct":7,"payment":{"amount":5}}`,            // account not a string
 		`{"acct":"team-a","payment":{"amount":99999999999999999999}}`,
+		`{"acct":"team-a","payment":{"amount":"+5"}}`,  // a sign: one amount, one spelling
+		`{"acct":"team-a","payment":{"amount":"007"}}`, // leading zeros
+		`{"acct":"team-a","payment":{"amount":" 5"}}`,  // spaces
+		`{"acct":"team-a","payment":{"amount":1e3}}`,   // an exponent
 		`not json`,
 	} {
 		if _, _, _, err := resolveBinding(b, []byte(args)); !errors.Is(err, ErrInvalid) {
