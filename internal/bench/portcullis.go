@@ -47,16 +47,12 @@ func beginNewShards(shards int) workload {
 		if err != nil {
 			return nil, nil, err
 		}
-		run := "run:" + nuid.Next()
-		return func(ctx context.Context, _, i int) error {
-			res, err := g.Ledger.Begin(ctx, ledger.BeginInput{Action: benchAction(i, run)})
-			if err != nil {
-				return err
-			}
-			return wantDecision(res.Decision, pb.Decision_DECISION_NEW)
-		}, g.close, nil
+		return beginOp(g, false, "run:"+nuid.Next(), eachNew, pb.Decision_DECISION_NEW), g.close, nil
 	}
 }
+
+// eachNew keys every call to an intent of its own.
+func eachNew(_, i int) int { return i }
 
 // beginNew: every call a new intent.
 func beginNew(viaConnect bool) workload {
@@ -65,28 +61,33 @@ func beginNew(viaConnect bool) workload {
 		if err != nil {
 			return nil, nil, err
 		}
-		run := "run:" + nuid.Next()
-		if !viaConnect {
-			return func(ctx context.Context, _, i int) error {
-				res, err := g.Ledger.Begin(ctx, ledger.BeginInput{Action: benchAction(i, run)})
-				if err != nil {
-					return err
-				}
-				return wantDecision(res.Decision, pb.Decision_DECISION_NEW)
-			}, g.close, nil
+		return beginOp(g, viaConnect, "run:"+nuid.Next(), eachNew, pb.Decision_DECISION_NEW), g.close, nil
+	}
+}
+
+// beginOp is one Begin of intent key(caller, i) of run, in-process or over
+// Connect, that must end in want.
+func beginOp(g *gw, viaConnect bool, run string, key func(c, i int) int, want pb.Decision) opFunc {
+	if !viaConnect {
+		return func(ctx context.Context, c, i int) error {
+			res, err := g.Ledger.Begin(ctx, ledger.BeginInput{Action: benchAction(key(c, i), run)})
+			if err != nil {
+				return err
+			}
+			return wantDecision(res.Decision, want)
 		}
-		c := portcullisv1connect.NewExecutionServiceClient(httpClient(), "http://"+g.Addr)
-		return func(ctx context.Context, _, i int) error {
-			a, err := connectAction(i, run)
-			if err != nil {
-				return err
-			}
-			res, err := c.Begin(ctx, connect.NewRequest(&pb.BeginRequest{Action: a, Correlation: &pb.Correlation{JsonrpcId: strconv.Itoa(i), SessionId: "sess-1"}}))
-			if err != nil {
-				return err
-			}
-			return wantDecision(res.Msg.Decision, pb.Decision_DECISION_NEW)
-		}, g.close, nil
+	}
+	cl := portcullisv1connect.NewExecutionServiceClient(httpClient(), "http://"+g.Addr)
+	return func(ctx context.Context, c, i int) error {
+		a, err := connectAction(key(c, i), run)
+		if err != nil {
+			return err
+		}
+		res, err := cl.Begin(ctx, connect.NewRequest(&pb.BeginRequest{Action: a, Correlation: &pb.Correlation{JsonrpcId: strconv.Itoa(i), SessionId: "sess-1"}}))
+		if err != nil {
+			return err
+		}
+		return wantDecision(res.Msg.Decision, want)
 	}
 }
 
@@ -110,27 +111,7 @@ func beginAttach(viaConnect bool) workload {
 		}
 		per := max(1, attachIntents/callers)
 		key := func(c, i int) int { return (c*per + i%per) % attachIntents }
-		if !viaConnect {
-			return func(ctx context.Context, c, i int) error {
-				res, err := g.Ledger.Begin(ctx, ledger.BeginInput{Action: benchAction(key(c, i), run)})
-				if err != nil {
-					return err
-				}
-				return wantDecision(res.Decision, pb.Decision_DECISION_ATTACHED)
-			}, g.close, nil
-		}
-		cl := portcullisv1connect.NewExecutionServiceClient(httpClient(), "http://"+g.Addr)
-		return func(ctx context.Context, c, i int) error {
-			a, err := connectAction(key(c, i), run)
-			if err != nil {
-				return err
-			}
-			res, err := cl.Begin(ctx, connect.NewRequest(&pb.BeginRequest{Action: a, Correlation: &pb.Correlation{JsonrpcId: strconv.Itoa(i), SessionId: "sess-1"}}))
-			if err != nil {
-				return err
-			}
-			return wantDecision(res.Msg.Decision, pb.Decision_DECISION_ATTACHED)
-		}, g.close, nil
+		return beginOp(g, viaConnect, run, key, pb.Decision_DECISION_ATTACHED), g.close, nil
 	}
 }
 
