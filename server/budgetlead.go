@@ -128,6 +128,12 @@ func (g *Gateway) leadBudget(ctx context.Context, id string, off bool) error {
 	if err := g.nats.conn.Flush(); err != nil { // the subscription is in place before the first lease
 		return fmt.Errorf("budget forwarding: %w", err)
 	}
+	names := make([]string, len(keeper.LeadEvents))
+	for i, e := range keeper.LeadEvents {
+		names[i] = string(e)
+	}
+	count := g.Metrics.BudgetLead(names)
+	g.Keeper.OnLead(func(e keeper.LeadEvent) { count(string(e)) })
 	g.Keeper.Lead(budgetLeases{js: g.nats.js, stream: st}, budgetForwarder{nc: g.nats.conn})
 	g.wg.Add(1) // Close waits for this before it closes the budget log
 	go func() {

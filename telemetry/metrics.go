@@ -51,6 +51,7 @@ type Metrics struct {
 	quarantined    *prometheus.CounterVec
 	overdue        prometheus.Gauge
 	mcpDuration    *prometheus.HistogramVec
+	budgetLead     *prometheus.CounterVec
 }
 
 // NewMetrics registers every Portcullis metric, plus the Go runtime and
@@ -89,11 +90,15 @@ func NewMetrics() *Metrics {
 		Help:    "MCP request duration as the server saw it (OpenTelemetry semantic convention mcp.server.operation.duration).",
 		Buckets: []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
 	}, []string{"mcp_method_name", "gen_ai_tool_name", "error_type"})
+	m.budgetLead = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "portcullis_budget_lead_events_total",
+		Help: "Budget account leadership on this gateway, by event: lease_taken, lease_renewed, lease_lost; forward_answered, forward_no_leader (decided here instead), forward_unknown (the caller got an unknown outcome); forward_served (a command another gateway forwarded, decided here).",
+	}, []string{"event"})
 	m.begin = map[string]prometheus.Counter{}
 	for _, o := range []string{OutcomeNew, OutcomeAttached, OutcomeRefused, OutcomeFailed} {
 		m.begin[o] = m.decisions.WithLabelValues(KindBegin, o)
 	}
-	m.reg.MustRegister(m.decisions, m.appendSeconds, m.commitSeconds, m.commitMessages, m.quarantined, m.overdue, m.mcpDuration,
+	m.reg.MustRegister(m.decisions, m.appendSeconds, m.commitSeconds, m.commitMessages, m.quarantined, m.overdue, m.mcpDuration, m.budgetLead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -117,6 +122,15 @@ func (m *Metrics) Quarantined(stream, reason string) {
 
 // SetOverdueDispatches reports what the deadline sweep last found.
 func (m *Metrics) SetOverdueDispatches(n int) { m.overdue.Set(float64(n)) }
+
+// BudgetLead returns the hook that counts budget lead events
+// (keeper.OnLead); every name in events is shown from 0 on.
+func (m *Metrics) BudgetLead(events []string) func(event string) {
+	for _, e := range events {
+		m.budgetLead.WithLabelValues(e)
+	}
+	return func(event string) { m.budgetLead.WithLabelValues(event).Inc() }
+}
 
 // OnCommit returns the committer hook for stream (ljs.Options.OnCommit).
 func (m *Metrics) OnCommit(stream string) func(messages int, took time.Duration) {

@@ -93,6 +93,7 @@ type Keeper struct {
 	leads   map[string]*leadState               // per-account lease as this gateway knows it
 	leases  Leases                              // nil: every command is decided here
 	fwd     Forwarder
+	onLead  func(LeadEvent) // nil: nobody counts lead events
 }
 
 // closedAt is a closed operation this gateway wrote and the stream

@@ -74,6 +74,43 @@ func (k *Keeper) Lead(leases Leases, fwd Forwarder) {
 	k.leases, k.fwd = leases, fwd
 }
 
+// LeadEvent is one thing that happened to account leadership on this
+// gateway, for operators (telemetry counts them): leases taken and lost,
+// commands forwarded and how their forward ended, commands served for
+// other gateways.
+type LeadEvent string
+
+// The lead events.
+const (
+	LeaseTaken      LeadEvent = "lease_taken"       // this gateway took a free or lapsed lease
+	LeaseRenewed    LeadEvent = "lease_renewed"     // this gateway extended its lease
+	LeaseLost       LeadEvent = "lease_lost"        // a renewal failed: read the lease again
+	ForwardAnswered LeadEvent = "forward_answered"  // a forwarded command got the leader's answer (a refusal included)
+	ForwardNoLeader LeadEvent = "forward_no_leader" // nobody served the leader: decided here instead
+	ForwardUnknown  LeadEvent = "forward_unknown"   // sent, no answer: the caller gets an unknown outcome
+	ForwardServed   LeadEvent = "forward_served"    // a command another gateway forwarded, decided here
+)
+
+// LeadEvents are all lead events, in the order above.
+var LeadEvents = []LeadEvent{LeaseTaken, LeaseRenewed, LeaseLost, ForwardAnswered, ForwardNoLeader, ForwardUnknown, ForwardServed}
+
+// OnLead, when set before the first command, is told every LeadEvent.
+// It must not block.
+func (k *Keeper) OnLead(f func(LeadEvent)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.onLead = f
+}
+
+func (k *Keeper) leadEvent(e LeadEvent) {
+	k.mu.Lock()
+	f := k.onLead
+	k.mu.Unlock()
+	if f != nil {
+		f(e)
+	}
+}
+
 // leadState is what this gateway knows of one account's lease.
 type leadState struct {
 	mu          sync.Mutex
@@ -160,6 +197,7 @@ func (k *Keeper) readLease(ctx context.Context, leases Leases, account string, s
 		nrev, err := leases.PutLease(ctx, account, mine, rev)
 		if err == nil {
 			st.lease, st.rev, st.unreachable = mine, nrev, time.Time{}
+			k.leadEvent(LeaseTaken)
 			return
 		}
 		if !errors.Is(err, ledger.ErrConflict) {
@@ -185,8 +223,10 @@ func (k *Keeper) renew(leases Leases, account string, st *leadState) {
 	switch {
 	case err == nil && st.rev == rev:
 		st.lease, st.rev = mine, nrev
+		k.leadEvent(LeaseRenewed)
 	case err != nil:
 		st.known = false // read it again on the next command
+		k.leadEvent(LeaseLost)
 	}
 }
 
@@ -266,6 +306,7 @@ func (e *remoteError) Unwrap() error { return e.kind }
 // ServeForward decides a command another gateway forwarded (always here,
 // never forwarded again) and returns the answer to send back.
 func (k *Keeper) ServeForward(ctx context.Context, req []byte) []byte {
+	k.leadEvent(ForwardServed)
 	var c Command
 	var rp reply
 	if err := json.Unmarshal(req, &c); err != nil {
@@ -301,15 +342,19 @@ func (k *Keeper) forward(ctx context.Context, gateway string, c Command) (Result
 	defer cancel()
 	out, err := k.fwd.Forward(fctx, gateway, req)
 	if errors.Is(err, ErrNoLeader) {
+		k.leadEvent(ForwardNoLeader)
 		return Result{}, nil, err
 	}
 	if err != nil {
+		k.leadEvent(ForwardUnknown)
 		return Result{}, nil, fmt.Errorf("%w: forwarded to gateway %s: %v", ledger.ErrAppendUnknown, gateway, err)
 	}
 	var rp reply
 	if err := json.Unmarshal(out, &rp); err != nil {
+		k.leadEvent(ForwardUnknown)
 		return Result{}, nil, fmt.Errorf("%w: answer of gateway %s: %v", ledger.ErrAppendUnknown, gateway, err)
 	}
+	k.leadEvent(ForwardAnswered)
 	if rp.Err != "" {
 		var kind error = ledger.ErrAppendUnknown
 		if rp.Code > 0 && rp.Code <= len(wireErrors) {

@@ -17,7 +17,13 @@ func BenchmarkAppend(b *testing.B) {
 	for _, msgs := range []int{1, 2} {
 		for _, callers := range []int{1, 4, 16, 64, 256} {
 			b.Run(fmt.Sprintf("msgs=%d/callers=%d", msgs, callers), func(b *testing.B) {
-				l := openTestLog(b, Options{})
+				var commits, batched atomic.Int64
+				l := openTestLog(b, Options{OnCommit: func(messages int, _ time.Duration) {
+					commits.Add(1)
+					if messages > 1 {
+						batched.Add(1)
+					}
+				}})
 				ev := testEvent("t.x", nil)
 				var next atomic.Int64
 				var wg sync.WaitGroup
@@ -45,6 +51,8 @@ func BenchmarkAppend(b *testing.B) {
 				}
 				wg.Wait()
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+				b.ReportMetric(float64(batched.Load())/float64(b.N), "batches/decision")
+				b.ReportMetric(float64(b.N*msgs)/float64(commits.Load()), "msgs/commit")
 				b.ReportMetric(0, "ns/op")
 			})
 		}
