@@ -38,6 +38,9 @@ var (
 	// deadline sweep scans the overdue prefix of it.
 	dispatchedPrefix = []byte("d/")
 	quarantinePrefix = []byte("q/") // stream "/" 8-byte seq → pb.Quarantined
+	// JSON {state number: executions}: how many heads hold an execution in
+	// each state, kept in the batch of the heads it counts.
+	statesKey = []byte("n/states")
 )
 
 // blockCacheBytes is the Pebble block cache of one gateway's views.
@@ -54,6 +57,11 @@ type Views struct {
 	waiters []chan struct{}
 
 	quarantined atomic.Uint64 // rows in the quarantine view
+
+	// statesMu orders the batches that move states (one per lane
+	// projector) from reading the counts to committing them.
+	statesMu sync.Mutex
+	states   map[pb.State]int64 // executions by state, as committed
 }
 
 var (
@@ -89,6 +97,10 @@ func Open(dir string) (*Views, error) {
 		return nil, err
 	}
 	v.quarantined.Store(n)
+	if err := v.loadStates(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return v, nil
 }
 
@@ -118,6 +130,12 @@ func (v *Views) Checkpoint(stream string) (uint64, error) {
 func (v *Views) Write(stream string, heads []projector.Row, intents map[string]projector.Intent, quarantined []*pb.Quarantined, mark projector.Mark) error {
 	b := v.db.NewBatch()
 	defer b.Close()
+	v.statesMu.Lock()
+	defer v.statesMu.Unlock()
+	states, err := v.moveStates(b, heads)
+	if err != nil {
+		return err
+	}
 	if err := setQuarantined(b, quarantined); err != nil {
 		return err
 	}
@@ -150,6 +168,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
+	}
+	if states != nil {
+		v.states = states
 	}
 	v.quarantined.Add(uint64(len(quarantined)))
 	v.setApplied(stream, mark.Seq)
