@@ -233,7 +233,9 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 		if err != nil {
 			return nil, err
 		}
-		return &Row{Subject: subject, Seq: h.Seq, Event: h.Event}, nil
+		// Replaced: a row built from it (a quarantined event keeps the head)
+		// replaces what the views hold, the same event.
+		return &Row{Subject: subject, Seq: h.Seq, Event: h.Event, Replaced: h.Event}, nil
 	}
 	intent := func(token string) (Intent, error) {
 		if in, ok := intents[token]; ok {

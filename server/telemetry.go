@@ -81,8 +81,8 @@ func (g *Gateway) watch(o Options) {
 		streams[ledger.LaneStream(k)] = lag(ledger.LaneStream(k), l.LastSeq)
 	}
 	g.Metrics.Watch(telemetry.LedgerState{
-		Streams:    streams,
-		Executions: g.Views.EachExecution,
+		Streams:         streams,
+		ExecutionStates: g.Views.ExecutionStates,
 		Accounts: func(fn func(name, currency string, limit, spent, held int64)) error {
 			return g.Views.EachAccount(func(a *budget.Account) { fn(a.Name, a.Currency, a.Limit, a.Spent, a.Held) })
 		},

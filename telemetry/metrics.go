@@ -16,8 +16,8 @@ import (
 
 // Limits of the gauges that scan the views.
 const (
-	// viewScanEvery is how long one scan of the views (executions by state,
-	// budget accounts) answers scrapes before the next scrape scans again.
+	// viewScanEvery is how long one scan of the views (the budget
+	// accounts) answers scrapes before the next scrape scans again.
 	viewScanEvery = 5 * time.Second
 	// collectWaitMax bounds one scrape's reads of the streams and views.
 	collectWaitMax = 5 * time.Second
@@ -159,9 +159,11 @@ type StreamLag func(ctx context.Context) (last, applied uint64, err error)
 // LedgerState is what the scraped gauges read: the streams' lag and the
 // views. Any func may be nil.
 type LedgerState struct {
-	Streams    map[string]StreamLag
-	Executions func(fn func(x *pb.Execution)) error
-	Accounts   func(fn func(name, currency string, limit, spent, held int64)) error
+	Streams map[string]StreamLag
+	// ExecutionStates counts the executions in each state; it is read on
+	// every scrape, so it must not scan (the views keep the counts).
+	ExecutionStates func() map[pb.State]int64
+	Accounts        func(fn func(name, currency string, limit, spent, held int64)) error
 }
 
 // Watch registers the gauges that read the ledger at scrape time.
@@ -186,14 +188,13 @@ var (
 		"Reads of the ledger this scrape could not make, by source.", []string{"source"}, nil)
 )
 
-// ledgerCollector reads lag on every scrape and scans the views at most
-// every viewScanEvery.
+// ledgerCollector reads lag and executions by state on every scrape and
+// scans the budget accounts at most every viewScanEvery.
 type ledgerCollector struct {
 	s LedgerState
 
 	mu       sync.Mutex
 	scanned  time.Time
-	states   map[string]float64
 	accounts []account
 }
 
@@ -220,13 +221,15 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(streamSeqDesc, prometheus.GaugeValue, float64(last), stream)
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(last-min(applied, last)), stream)
 	}
+	if c.s.ExecutionStates != nil {
+		for state, n := range executionStates(c.s.ExecutionStates()) {
+			ch <- prometheus.MustNewConstMetric(executionsDesc, prometheus.GaugeValue, n, state)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if time.Since(c.scanned) >= viewScanEvery {
 		c.scan(ch)
-	}
-	for state, n := range c.states {
-		ch <- prometheus.MustNewConstMetric(executionsDesc, prometheus.GaugeValue, n, state)
 	}
 	for _, a := range c.accounts {
 		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(a.limit), a.name, a.currency)
@@ -235,21 +238,24 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// scan recounts executions by state and reads every account.
-func (c *ledgerCollector) scan(ch chan<- prometheus.Metric) {
+// executionStates is the gauge's value per state label: every state, 0
+// where there is no execution in it.
+func executionStates(counts map[pb.State]int64) map[string]float64 {
 	states := map[string]float64{}
 	for v, name := range pb.State_name {
 		if v != int32(pb.State_STATE_UNSPECIFIED) {
 			states[strings.ToLower(strings.TrimPrefix(name, "STATE_"))] = 0
 		}
 	}
-	ok := true
-	if c.s.Executions != nil {
-		if err := c.s.Executions(func(x *pb.Execution) { states[StateName(x.GetState())]++ }); err != nil {
-			ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, 1, "executions")
-			ok = false
-		}
+	for s, n := range counts {
+		states[StateName(s)] += float64(n)
 	}
+	return states
+}
+
+// scan reads every account.
+func (c *ledgerCollector) scan(ch chan<- prometheus.Metric) {
+	ok := true
 	var accounts []account
 	if c.s.Accounts != nil {
 		err := c.s.Accounts(func(name, currency string, limit, spent, held int64) {
@@ -260,7 +266,7 @@ func (c *ledgerCollector) scan(ch chan<- prometheus.Metric) {
 			ok = false
 		}
 	}
-	c.states, c.accounts = states, accounts
+	c.accounts = accounts
 	if ok {
 		c.scanned = time.Now()
 	}

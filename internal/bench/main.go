@@ -34,14 +34,15 @@ import (
 
 // Report is everything one run measured.
 type Report struct {
-	Date     string  `json:"date"`
-	Commit   string  `json:"commit"`
-	Machine  string  `json:"machine"`
-	Command  string  `json:"command"`
-	LoadFrom string  `json:"load_start"`
-	LoadTo   string  `json:"load_end"`
-	Cells    []Cell  `json:"cells"`
-	Checks   []Check `json:"checks"`
+	Date     string       `json:"date"`
+	Commit   string       `json:"commit"`
+	Machine  string       `json:"machine"`
+	Command  string       `json:"command"`
+	LoadFrom string       `json:"load_start"`
+	LoadTo   string       `json:"load_end"`
+	Cells    []Cell       `json:"cells"`
+	Scale    []ScalePoint `json:"scale,omitempty"`
+	Checks   []Check      `json:"checks"`
 }
 
 func main() {
@@ -61,6 +62,10 @@ func run() error {
 	shards := flag.Int("shards", 4, "streams of the sharded raw ceiling")
 	flag.IntVar(&execShards, "exec-shards", 0, "execution shards of every gateway's ledger (0: a new ledger's default)")
 	abShards := flag.Int("ab-shards", 4, "execution shards of the A/B series \"Begin new, in-process, N exec shards\" (0: none)")
+	scaleFlag := flag.String("scale", "10000,1000000", "executions indexed before each \"decision latency\" series (comma-separated)")
+	scaleCallers := flag.String("scale-callers", "1,16", "concurrent callers of the decision latency cells")
+	scaleLoad := flag.Int("scale-load-callers", 256, "concurrent callers that fill the ledger before the decision latency cells")
+	flag.StringVar(&scaleMemProfile, "scale-memprofile", "", "write a heap profile at each scale point's memory reading to this file name, suffixed .<executions>")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -80,6 +85,14 @@ func run() error {
 		return err
 	}
 	hots, err := ints(*hot)
+	if err != nil {
+		return err
+	}
+	scales, err := ints(*scaleFlag)
+	if err != nil {
+		return err
+	}
+	scaleCs, err := ints(*scaleCallers)
 	if err != nil {
 		return err
 	}
@@ -185,8 +198,20 @@ func run() error {
 		printCell(cell)
 		rep.Cells = append(rep.Cells, cell)
 	}
+	for _, n := range scales {
+		if !want(seriesScaleN(n)) {
+			continue
+		}
+		p, cells, err := scaleSeries(ctx, n, *scaleLoad, scaleCs, *warm, *dur)
+		if err != nil {
+			return fmt.Errorf("%s: %w", seriesScaleN(n), err)
+		}
+		rep.Scale = append(rep.Scale, p)
+		rep.Cells = append(rep.Cells, cells...)
+	}
 	rep.LoadTo = loadavg()
 	rep.Checks = checks(rep.Cells, *shards, hots)
+	rep.Checks = append(rep.Checks, scaleChecks(rep.Cells, scales, scaleCs)...)
 	fmt.Println()
 	for _, c := range rep.Checks {
 		fmt.Println(c.line())
@@ -326,7 +351,9 @@ func write(dir string, rep *Report, shards int) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(j, '\n'), 0o644); err != nil {
 		return err
 	}
-	for name, p := range plots(rep.Cells, shards) {
+	ps := plots(rep.Cells, shards)
+	ps["scale.svg"] = scalePlot(rep)
+	for name, p := range ps {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(p), 0o644); err != nil {
 			return err
 		}

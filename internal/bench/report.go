@@ -148,7 +148,6 @@ func checks(cells []Cell, shards int, hots []int) []Check {
 		}
 		out = append(out, c)
 	}
-	out = append(out, Check{Name: "decision latency, 1M / 10k executions indexed", Target: "≤ 1.5", Detail: "not in this suite yet"})
 	return out
 }
 
@@ -166,7 +165,9 @@ func markdown(rep *Report, shards int) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.Name, v, c.Target, c.verdict(), c.Detail)
 	}
-	b.WriteString("\n## Plots\n\n")
+	b.WriteString("\n")
+	b.WriteString(scaleMarkdown(rep))
+	b.WriteString("## Plots\n\n")
 	for _, name := range plotNames() {
 		fmt.Fprintf(&b, "![%s](%s)\n\n", name, name)
 	}
@@ -179,7 +180,7 @@ func markdown(rep *Report, shards int) string {
 }
 
 func plotNames() []string {
-	return []string{"begin.svg", "attach.svg", "reserve.svg", "toolscall.svg", "latency.svg"}
+	return []string{"begin.svg", "attach.svg", "reserve.svg", "toolscall.svg", "latency.svg", "scale.svg"}
 }
 
 // plots draws each chart of the report as SVG.
@@ -203,30 +204,42 @@ func plots(cells []Cell, shards int) map[string]string {
 
 var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
 
+// pt is one point of a chart line.
+type pt struct {
+	x int
+	y float64
+}
+
 // chart is a line chart of value(cell) against callers (log x, log y).
 func chart(title, ylabel string, cells []Cell, value func(Cell) float64, series []string) string {
-	type pt struct {
-		x int
-		y float64
-	}
 	lines := map[string][]pt{}
-	var xs []int
-	lo, hi := math.Inf(1), math.Inf(-1)
 	var present []string
 	for _, s := range series {
 		for _, c := range cells {
-			if c.Series != s || value(c) <= 0 {
-				continue
+			if c.Series == s && value(c) > 0 {
+				lines[s] = append(lines[s], pt{c.Callers, value(c)})
 			}
-			v := value(c)
-			lines[s] = append(lines[s], pt{c.Callers, v})
-			if !slices.Contains(xs, c.Callers) {
-				xs = append(xs, c.Callers)
-			}
-			lo, hi = min(lo, v), max(hi, v)
 		}
 		if len(lines[s]) > 0 {
 			present = append(present, s)
+		}
+	}
+	return draw(title, ylabel, "concurrent callers", present, lines, func(s string) bool {
+		return strings.HasPrefix(s, "raw") || strings.HasPrefix(s, "redis")
+	})
+}
+
+// draw is a line chart of lines (in the order of present; x at evenly
+// spaced positions, log y); dashed(s) draws line s dashed.
+func draw(title, ylabel, xlabel string, present []string, lines map[string][]pt, dashed func(string) bool) string {
+	var xs []int
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range present {
+		for _, p := range lines[s] {
+			if !slices.Contains(xs, p.x) {
+				xs = append(xs, p.x)
+			}
+			lo, hi = min(lo, p.y), max(hi, p.y)
 		}
 	}
 	slices.Sort(xs)
@@ -272,10 +285,10 @@ func chart(title, ylabel string, cells []Cell, value func(Cell) float64, series 
 	for _, x := range xs {
 		px := xpos(x)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", px, mt, px, mt+ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#444">%d</text>`+"\n", px, mt+ph+16, x)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#444">%s</text>`+"\n", px, mt+ph+16, human(float64(x)))
 	}
 	fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#888"/>`+"\n", ml, mt, pw, ph)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#444">concurrent callers</text>`+"\n", ml+pw/2, mt+ph+34)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#444">%s</text>`+"\n", ml+pw/2, mt+ph+34, html.EscapeString(xlabel))
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" text-anchor="middle" fill="#444" transform="rotate(-90 14 %.1f)">%s</text>`+"\n", mt+ph/2, mt+ph/2, html.EscapeString(ylabel))
 	for i, s := range present {
 		col := palette[i%len(palette)]
@@ -286,13 +299,13 @@ func chart(title, ylabel string, cells []Cell, value func(Cell) float64, series 
 			path = append(path, fmt.Sprintf("%.1f,%.1f", xpos(p.x), ypos(p.y)))
 		}
 		dash := ""
-		if strings.HasPrefix(s, "raw") || strings.HasPrefix(s, "redis") {
+		if dashed(s) {
 			dash = ` stroke-dasharray="6 4"`
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dash, strings.Join(path, " "))
 		for _, p := range pts {
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s, %d callers: %s</title></circle>`+"\n",
-				xpos(p.x), ypos(p.y), col, html.EscapeString(s), p.x, human(p.y))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s, %s %s: %s</title></circle>`+"\n",
+				xpos(p.x), ypos(p.y), col, html.EscapeString(s), human(float64(p.x)), html.EscapeString(xlabel), human(p.y))
 		}
 		lx, ly := ml+float64(i%3)*(pw/3), h+float64(i/3)*18
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx, ly-4, lx+22, ly-4, col, dash)

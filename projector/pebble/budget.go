@@ -64,7 +64,7 @@ func (v *Views) Account(_ context.Context, name string) (keeper.Head, error) {
 // before closed operations had rows of their own keeps them in the account
 // JSON, which Account returns.)
 func (v *Views) ClosedOp(_ context.Context, account, opKey string) (budget.Closed, bool, error) {
-	val, closer, err := v.db.Get(closedKey(account, opKey))
+	val, closer, err := v.get(closedKey(account, opKey))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return budget.Closed{}, false, nil
 	}

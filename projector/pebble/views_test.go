@@ -2,12 +2,17 @@ package pebble
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -65,5 +70,53 @@ func TestOverdueIndex(t *testing.T) {
 	write(ev(pb.State_STATE_OUTCOME_UNKNOWN, t0.Add(time.Minute)), d2)
 	if got := overdue(t0.Add(time.Hour)); len(got) != 0 {
 		t.Fatalf("left DISPATCHED but still indexed: %v", got)
+	}
+}
+
+// Point lookups find what is there and nothing else once the rows sit in
+// the bottom level (where they are read through its bloom filters).
+func TestLookupsAfterCompaction(t *testing.T) {
+	v, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx := context.Background()
+	var rows []projector.Row
+	intents := map[string]projector.Intent{}
+	for i := range 1000 {
+		id := fmt.Sprintf("act_%04d", i)
+		subj := "pc.exec.tok" + strconv.Itoa(i) + "." + id
+		ev := &pb.Event{ExecutionId: id, Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{
+			Execution: &pb.Execution{ExecutionId: id, State: pb.State_STATE_ACCEPTED}}}}
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, projector.Row{Subject: subj, Seq: uint64(i + 1), Data: data, Event: ev, Accepted: true})
+		intents["tok"+strconv.Itoa(i)] = projector.Intent{Seq: uint64(i + 1), LatestSubject: subj}
+	}
+	if err := v.Write("S", rows, intents, nil, projector.Mark{Seq: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.db.Compact(ctx, []byte("a"), []byte("z"), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 517, 999} {
+		in, err := v.Intent(ctx, "tok"+strconv.Itoa(i))
+		if err != nil || in.Latest.Event.GetExecutionId() != fmt.Sprintf("act_%04d", i) {
+			t.Fatalf("intent %d: %v %v", i, in, err)
+		}
+		if subj, err := v.ExecutionSubject(ctx, fmt.Sprintf("act_%04d", i)); err != nil || subj != rows[i].Subject {
+			t.Fatalf("execution %d: %q %v", i, subj, err)
+		}
+	}
+	for _, tok := range []string{"tok1000", "tok", "tok5170", "to"} {
+		if _, err := v.IntentRow(tok); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("intent %q: %v, want not found", tok, err)
+		}
+	}
+	if _, err := v.Head(ctx, rows[5].Subject+"x"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("head of a longer subject: %v", err)
 	}
 }

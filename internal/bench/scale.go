@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nuid"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+)
+
+// ScalePoint is what the scale series measured at one ledger size: how
+// fast the ledger was filled, and the process's memory and the disk the
+// views and the JetStream store take once it holds Executions.
+type ScalePoint struct {
+	Executions int `json:"executions"`
+	// Load: Executions real Begins (new intents) at LoadCallers callers,
+	// and the wait for the projector to apply them all.
+	LoadCallers   int     `json:"load_callers"`
+	LoadSeconds   float64 `json:"load_seconds"`
+	LoadRate      float64 `json:"load_rate"` // Begins/s over LoadSeconds
+	LoadCPUPerOp  float64 `json:"load_cpu_us_per_op"`
+	CatchUpSecond float64 `json:"catch_up_seconds"` // after the last Begin returned
+	// Memory of this process after a GC (runtime.GC, debug.FreeOSMemory):
+	// the suite's callers, the gateway and its embedded NATS server, the
+	// Pebble views (block cache and memtables). Base* is the same reading
+	// just before the gateway started.
+	HeapInuse     uint64 `json:"heap_inuse_bytes"`
+	RSS           uint64 `json:"rss_bytes"`
+	HeapInuseBase uint64 `json:"heap_inuse_base_bytes"`
+	RSSBase       uint64 `json:"rss_base_bytes"`
+	// Disk: the Pebble views directory (SSTs, WAL, manifest) and the
+	// JetStream store directory, after the projector caught up.
+	PebbleBytes    int64 `json:"pebble_bytes"`
+	JetStreamBytes int64 `json:"jetstream_bytes"`
+}
+
+func perMillion(v float64, n int) float64 { return v / float64(n) * 1e6 }
+
+// seriesScaleN names the scale series at one ledger size (what -only matches).
+func seriesScaleN(n int) string {
+	return fmt.Sprintf("decision latency, %s executions", human(float64(n)))
+}
+
+// seriesScale names the latency cells of one ledger size and operation.
+func seriesScale(n int, op string) string { return seriesScaleN(n) + ", " + op }
+
+const (
+	scaleNew    = "Begin new"
+	scaleAttach = "attach"
+)
+
+// scaleSeries fills a fresh gateway's ledger with n executions, then
+// measures Begin new and attach (a retry of one of the n, picked at
+// random) at each of callers for dur, and reads memory and disk.
+func scaleSeries(ctx context.Context, n, loadCallers int, callers []int, warm, dur time.Duration) (ScalePoint, []Cell, error) {
+	p := ScalePoint{Executions: n, LoadCallers: loadCallers}
+	p.HeapInuseBase, p.RSSBase = memory()
+	g, err := startGW(ctx, ledgerConfig, nil, "")
+	if err != nil {
+		return p, nil, err
+	}
+	defer g.close()
+	run := "run:" + nuid.Next()
+	load := beginOp(g, false, run, eachNew, pb.Decision_DECISION_NEW)
+	t0 := time.Now()
+	lc, err := measureCount(ctx, loadCallers, n, load)
+	if err != nil {
+		return p, nil, fmt.Errorf("load: %w", err)
+	}
+	t1 := time.Now()
+	if err := catchUp(ctx, g); err != nil {
+		return p, nil, fmt.Errorf("catch up: %w", err)
+	}
+	p.LoadSeconds, p.LoadRate, p.LoadCPUPerOp = t1.Sub(t0).Seconds(), lc.Rate, lc.CPUPerOp
+	p.CatchUpSecond = time.Since(t1).Seconds()
+	fmt.Printf("%-28s loaded %d executions in %.1f s (%.0f Begins/s at %d callers, %.0f µs CPU each), views caught up %.1f s later\n",
+		seriesScale(n, "load"), n, p.LoadSeconds, p.LoadRate, loadCallers, p.LoadCPUPerOp, p.CatchUpSecond)
+	dataDir := filepath.Join(g.dir, "data")
+	if p.PebbleBytes, err = dirSize(filepath.Join(dataDir, "views")); err != nil {
+		return p, nil, err
+	}
+	if p.JetStreamBytes, err = dirSize(filepath.Join(dataDir, "jetstream")); err != nil {
+		return p, nil, err
+	}
+	p.HeapInuse, p.RSS = memory()
+	if scaleMemProfile != "" {
+		if err := writeHeapProfile(fmt.Sprintf("%s.%d", scaleMemProfile, n)); err != nil {
+			return p, nil, err
+		}
+	}
+
+	var cells []Cell
+	ops := []struct {
+		name string
+		op   func() opFunc
+	}{
+		// A new intent (of a run of its own per cell): the Service looks the
+		// intent up in the index, decides NEW and appends. These add a few
+		// thousand executions to the n.
+		{scaleNew, func() opFunc { return beginOp(g, false, "run:"+nuid.Next(), eachNew, pb.Decision_DECISION_NEW) }},
+		// A retry of one of the n loaded intents, uniformly at random, so
+		// the lookups are spread over the whole index, not cache-hot.
+		{scaleAttach, func() opFunc {
+			return beginOp(g, false, run, func(_, _ int) int { return rand.IntN(n) }, pb.Decision_DECISION_ATTACHED)
+		}},
+	}
+	for _, o := range ops {
+		for _, c := range callers {
+			cell, err := measureFor(ctx, c, warm, dur, o.op())
+			if err != nil {
+				return p, nil, fmt.Errorf("%s callers=%d: %w", o.name, c, err)
+			}
+			cell.Series, cell.Unit = seriesScale(n, o.name), "decisions/s"
+			cell.Note = fmt.Sprintf("ledger of %d executions", n)
+			printCell(cell)
+			cells = append(cells, cell)
+		}
+	}
+	fmt.Printf("%-28s heap in use %s, RSS %s (before the gateway: %s, %s); Pebble views %s, JetStream store %s (%s and %s per million executions)\n",
+		seriesScale(n, "memory"), mib(float64(p.HeapInuse)), mib(float64(p.RSS)), mib(float64(p.HeapInuseBase)), mib(float64(p.RSSBase)),
+		mib(float64(p.PebbleBytes)), mib(float64(p.JetStreamBytes)),
+		mib(perMillion(float64(p.PebbleBytes), n)), mib(perMillion(float64(p.JetStreamBytes), n)))
+	return p, cells, nil
+}
+
+// scaleMemProfile (-scale-memprofile), when set, is where each ledger
+// size's heap profile goes (suffixed with the size), taken with the
+// memory reading.
+var scaleMemProfile string
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.WriteHeapProfile(f)
+}
+
+// catchUp waits until the views hold every event each execution lane's
+// stream holds now.
+func catchUp(ctx context.Context, g *gw) error {
+	lanes := g.ExecutionLanes
+	if len(lanes) == 0 {
+		lanes = []ledger.Lane{{Log: g.ExecutionsLog, WaitFor: g.Views.WaitFor}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for _, l := range lanes {
+		seq, err := l.Log.LastSeq(ctx)
+		if err != nil {
+			return err
+		}
+		if err := l.WaitFor(ctx, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memory is this process's Go heap in use and resident set after a GC
+// that returns freed memory to the OS.
+func memory() (heapInuse, rss uint64) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse, rssBytes()
+}
+
+// rssBytes is VmRSS of /proc/self/status (0 where there is none).
+func rssBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// dirSize is the bytes of the regular files under dir.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil // a file removed while walking (compaction)
+			}
+			return err
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+// scaleChecks: decision latency within 1.5× from the smallest to the
+// largest ledger measured (issue 10: 10k to 1M executions), for Begin new
+// and attach; the value is the worst p50 ratio over the callers measured.
+func scaleChecks(cells []Cell, scales, callers []int) []Check {
+	lo, hi := 0, 0
+	for _, n := range scales {
+		if lo == 0 || n < lo {
+			lo = n
+		}
+		hi = max(hi, n)
+	}
+	var out []Check
+	for _, op := range []string{scaleNew, scaleAttach} {
+		c := Check{Name: fmt.Sprintf("decision latency (%s p50), %s / %s executions indexed", op, human(float64(hi)), human(float64(lo))), Target: "≤ 1.5"}
+		var detail []string
+		for _, k := range callers {
+			a, ok1 := find(cells, seriesScale(hi, op), k)
+			b, ok2 := find(cells, seriesScale(lo, op), k)
+			if !ok1 || !ok2 || lo == hi || b.P50 <= 0 || b.P99 <= 0 {
+				continue
+			}
+			r := a.P50 / b.P50
+			if !c.Measured || r > c.Value {
+				c.Value = r
+			}
+			c.Measured = true
+			detail = append(detail, fmt.Sprintf("%d callers: p50 %.2f vs %.2f ms, p99 %.2f vs %.2f ms (%.2f×)", k, a.P50, b.P50, a.P99, b.P99, a.P99/b.P99))
+		}
+		c.Pass = c.Measured && c.Value <= 1.5
+		c.Detail = strings.Join(detail, "; ")
+		out = append(out, c)
+	}
+	return out
+}
+
+// scalePlot: p50 and p99 of Begin new and attach against the executions
+// the ledger holds.
+func scalePlot(rep *Report) string {
+	lines := map[string][]pt{}
+	var present []string
+	for _, op := range []string{scaleNew, scaleAttach} {
+		for _, pct := range []string{"p50", "p99"} {
+			for _, c := range rep.Cells {
+				for _, p := range rep.Scale {
+					if c.Series != seriesScale(p.Executions, op) {
+						continue
+					}
+					s := fmt.Sprintf("%s, %d callers, %s", op, c.Callers, pct)
+					v := c.P50
+					if pct == "p99" {
+						v = c.P99
+					}
+					if v <= 0 {
+						continue
+					}
+					if len(lines[s]) == 0 {
+						present = append(present, s)
+					}
+					lines[s] = append(lines[s], pt{p.Executions, v})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(present, func(a, b string) int { return strings.Compare(a, b) })
+	return draw("Decision latency against executions indexed", "ms (log)", "executions in the ledger", present, lines,
+		func(s string) bool { return strings.HasSuffix(s, "p99") })
+}
+
+// scaleMarkdown is the report's section on the scale series.
+func scaleMarkdown(rep *Report) string {
+	if len(rep.Scale) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("## Scale: executions indexed\n\n")
+	b.WriteString("Each ledger size on a fresh gateway, filled with real Begins (new intents); the latency cells are the \"decision latency\" rows below. " +
+		"Memory is this process's after a GC (the suite's callers, the gateway, its embedded NATS server and the Pebble views all run in it); " +
+		"disk is the views' Pebble directory and the JetStream store directory once the projector caught up.\n\n")
+	b.WriteString("| executions | load Begins/s (callers) | CPU µs/Begin | catch-up s | heap in use | RSS | heap / RSS before the gateway | Pebble views | per million | JetStream store | per million |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range rep.Scale {
+		fmt.Fprintf(&b, "| %d | %.0f (%d) | %.0f | %.1f | %s | %s | %s / %s | %s | %s | %s | %s |\n", p.Executions, p.LoadRate, p.LoadCallers, p.LoadCPUPerOp, p.CatchUpSecond,
+			mib(float64(p.HeapInuse)), mib(float64(p.RSS)), mib(float64(p.HeapInuseBase)), mib(float64(p.RSSBase)),
+			mib(float64(p.PebbleBytes)), mib(perMillion(float64(p.PebbleBytes), p.Executions)),
+			mib(float64(p.JetStreamBytes)), mib(perMillion(float64(p.JetStreamBytes), p.Executions)))
+	}
+	if len(rep.Scale) >= 2 {
+		a, z := rep.Scale[0], rep.Scale[len(rep.Scale)-1]
+		if d := z.Executions - a.Executions; d != 0 {
+			fmt.Fprintf(&b, "\nGrowth from %d to %d executions, per million executions: heap in use %s, RSS %s, Pebble %s, JetStream %s.\n",
+				a.Executions, z.Executions,
+				mib(perMillion(float64(z.HeapInuse)-float64(a.HeapInuse), d)), mib(perMillion(float64(z.RSS)-float64(a.RSS), d)),
+				mib(perMillion(float64(z.PebbleBytes-a.PebbleBytes), d)), mib(perMillion(float64(z.JetStreamBytes-a.JetStreamBytes), d)))
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
