@@ -31,6 +31,16 @@ func TestBudgetLateRetryFindsClosedOperation(t *testing.T) {
 		mustOK(t)(c1.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "acme", OperationKey: op, Amount: 10, Evidence: ev})))
 	}
 	const spent = 1_000 + 20*10
+	// The other gateway answers a retry of a closed operation from its
+	// views, with the account as they hold it (its version says how
+	// fresh): let them reach the last settlement first.
+	info, err := budgetStream(t, g1).Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g2.Views.BudgetWaitFor(ctx, info.State.LastSeq); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, gc := range []struct {
 		name string
