@@ -33,7 +33,7 @@ type ScalePoint struct {
 	LoadCPUPerOp  float64 `json:"load_cpu_us_per_op"`
 	CatchUpSecond float64 `json:"catch_up_seconds"` // after the last Begin returned
 	// Settle: after the catch-up, the wait (at most settleMax) until the
-	// views' Pebble had no compaction debt and no compaction running, so
+	// views' Pebble had no compaction running and none to pick (Views.Settle), so
 	// the latency cells measure a steady ledger, not the bulk load's
 	// compactions. SettleDebtBytes is the debt the load left (Pebble's
 	// estimate when the wait began); Settled is false when the bound ran out.
@@ -110,15 +110,16 @@ func scaleSeries(ctx context.Context, n, loadCallers int, callers []int, warm, d
 		seriesScale(n, "load"), n, p.LoadSeconds, p.LoadRate, loadCallers, p.LoadCPUPerOp, p.CatchUpSecond)
 	t2 := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, settleMax)
-	debt, err := g.Views.Settle(sctx)
+	debt, last, err := g.Views.Settle(sctx)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return p, nil, err
 	}
 	p.SettleSeconds, p.SettleDebtBytes, p.Settled = time.Since(t2).Seconds(), debt.DebtBytes, err == nil
 	runtime.GC()
-	fmt.Printf("%-28s views settled in %.1f s (compaction debt %s, %d compactions running when the wait began; settled: %v)\n",
-		seriesScale(n, "settle"), p.SettleSeconds, mib(float64(debt.DebtBytes)), debt.InProgress, p.Settled)
+	fmt.Printf("%-28s views settled in %.1f s (when the wait began: compaction debt %s, %d compactions running, top score %.2f; at its end: %s, %d, %.2f; settled: %v)\n",
+		seriesScale(n, "settle"), p.SettleSeconds, mib(float64(debt.DebtBytes)), debt.InProgress, debt.MaxScore,
+		mib(float64(last.DebtBytes)), last.InProgress, last.MaxScore, p.Settled)
 	dataDir := filepath.Join(g.dir, "data")
 	if p.PebbleBytes, err = dirSize(filepath.Join(dataDir, "views")); err != nil {
 		return p, nil, err
