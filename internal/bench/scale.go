@@ -280,7 +280,7 @@ func scaleChecks(cells []Cell, scales, callers []int) []Check {
 		switch {
 		case info:
 			c.Target = "none"
-			detail = append(detail, fmt.Sprintf("information, not the target: a retry of any of the executions, uniformly (the target is on Begin new and %s, a retry of one of the last %d)", scaleRecent, scaleRecentN))
+			detail = append(detail, fmt.Sprintf("information, not the target: a retry of any of the executions, uniformly (the target is on Begin new and on %q, a retry of one of the last %d)", scaleRecent, scaleRecentN))
 		case op == scaleRecent:
 			detail = append(detail, fmt.Sprintf("a retry of one of the last %d executions loaded", scaleRecentN))
 		}
