@@ -346,8 +346,8 @@ func scaleMarkdown(rep *Report) string {
 	b.WriteString("## Scale: executions indexed\n\n")
 	b.WriteString("Each ledger size on a fresh gateway, filled with real Begins (new intents); the latency cells are the \"decision latency\" rows below. " +
 		"Memory is this process's after a GC (the suite's callers, the gateway, its embedded NATS server and the Pebble views all run in it); " +
-		"disk is the views' Pebble directory and the JetStream store directory once the projector caught up. " +
-		"Settle is the wait after the catch-up until the views' Pebble had no compaction debt and no compaction running (the debt is what the load left), before the latency cells.\n\n")
+		"disk is the views' Pebble directory and the JetStream store directory after the settle. " +
+		"Settle is the wait after the catch-up until the views' Pebble had no compaction running and none to pick (debt: Pebble's estimate when the wait began, what the load left), before the latency cells.\n\n")
 	b.WriteString("| executions | load Begins/s (callers) | CPU µs/Begin | catch-up s | settle s (debt) | heap in use | RSS | heap / RSS before the gateway | Pebble views | per million | JetStream store | per million |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range rep.Scale {
 		settle := fmt.Sprintf("%.1f (%s)", p.SettleSeconds, mib(float64(p.SettleDebtBytes)))
