@@ -27,12 +27,16 @@ type Check struct {
 	Pass     bool    `json:"pass"`
 	Measured bool    `json:"measured"`
 	Detail   string  `json:"detail"`
+	// Info marks a ratio reported for information: no target, no verdict.
+	Info bool `json:"info,omitempty"`
 }
 
 func (c Check) verdict() string {
 	switch {
 	case !c.Measured:
 		return "not measured"
+	case c.Info:
+		return "information"
 	case c.Pass:
 		return "met"
 	default:

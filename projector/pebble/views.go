@@ -22,13 +22,14 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
 // Key layout. Heads sort by subject, so the executions of one stream sort
 // by id, and ids are ULIDs: a reverse scan lists newest first.
 var (
-	headPrefix       = []byte("h/") // execution subject → 8-byte seq + stored event
+	headPrefix       = []byte("h/") // execution subject → 8-byte seq + stored event without its signature (headRow)
 	intentPrefix     = []byte("i/") // intent token → 8-byte seq of its latest event + latest execution subject
 	execIDPrefix     = []byte("x/") // execution id → execution subject
 	checkpointPrefix = []byte("c/") // stream → 8-byte last applied sequence
@@ -140,9 +141,10 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		return err
 	}
 	for _, r := range heads {
-		val := make([]byte, 8+len(r.Data))
-		binary.BigEndian.PutUint64(val, r.Seq)
-		copy(val[8:], r.Data)
+		val, err := headRow(r.Seq, r.Data)
+		if err != nil {
+			return fmt.Errorf("view head %s: %w", r.Subject, err)
+		}
 		if err := b.Set(key(headPrefix, r.Subject), val, nil); err != nil {
 			return err
 		}
@@ -388,6 +390,31 @@ func (v *Views) Head(_ context.Context, subject string) (ledger.Head, error) {
 	}
 	defer closer.Close()
 	return decodeHead(subject, val)
+}
+
+// headRow is a head's value: the 8-byte sequence and the stored event
+// without the fields outside its hash (signature, group_path, group_index,
+// group_size: fields 9–12), byte for byte otherwise. The projector checked
+// the signature before folding the event, and nothing reads it from the
+// views: a decision chains to the head's hash and copies its execution,
+// and reads of the log (Log.Last, audit) verify what the log holds. The
+// group's audit path is most of a stored event's bytes (32 bytes a level:
+// a commit group of 256 events has 8), and every byte of a head is
+// rewritten at each level Pebble compacts it into. Rows written before
+// keep those fields; decodeHead reads both.
+func headRow(seq uint64, data []byte) ([]byte, error) {
+	val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(data)), seq)
+	for b := data; len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: stored event: %v", ledger.ErrCorrupt, protowire.ParseError(n))
+		}
+		if num < 9 || num > 12 {
+			val = append(val, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return val, nil
 }
 
 func decodeHead(subject string, val []byte) (ledger.Head, error) {

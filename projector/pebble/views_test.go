@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -118,5 +119,55 @@ func TestLookupsAfterCompaction(t *testing.T) {
 	}
 	if _, err := v.Head(ctx, rows[5].Subject+"x"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("head of a longer subject: %v", err)
+	}
+}
+
+// A head row keeps the stored event but its signature and group proof
+// (outside the hash): Head returns every other field as stored, and a row
+// written with the whole event (before) reads the same.
+func TestHeadRowWithoutSignature(t *testing.T) {
+	v, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx := context.Background()
+	const id = "act_01M8RC0WVC1SVYYKBZ5A5NRX1Z"
+	const subj = "pc.exec.f1." + id
+	ev := &pb.Event{EventId: "evt_1", Type: pb.EventType_EVENT_TYPE_ATTACHED, Subject: subj, ExecutionId: id, TimeUnixNano: 42, GatewayId: "gw-a",
+		PrevHash: []byte("prev-hash-32-bytes-0123456789abc"), Hash: []byte("hash-32-bytes-0123456789abcdefgh"),
+		Signature: make([]byte, 64), GroupPath: [][]byte{make([]byte, 32), make([]byte, 32)}, GroupIndex: 3, GroupSize: 4,
+		Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{
+			Execution:   &pb.Execution{ExecutionId: id, State: pb.State_STATE_ACCEPTED, AttachCount: 1},
+			Correlation: &pb.Correlation{JsonrpcId: "7", SessionId: "s"}}}}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Write("S", []projector.Row{{Subject: subj, Seq: 9, Data: data, Event: ev, Accepted: true}}, nil, nil, projector.Mark{Seq: 9}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := v.Head(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proto.Clone(ev).(*pb.Event)
+	want.Signature, want.GroupPath, want.GroupIndex, want.GroupSize = nil, nil, 0, 0
+	if h.Seq != 9 || !proto.Equal(h.Event, want) {
+		t.Fatalf("head %d %v, want 9 %v", h.Seq, h.Event, want)
+	}
+	val, closer, err := v.get(key(headPrefix, subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(val)
+	closer.Close()
+	if n >= 8+len(data)-64-64 {
+		t.Fatalf("head row %d bytes of a %d-byte event: signature and path kept", n, len(data))
+	}
+	// A row of the whole event, as written before.
+	old := binary.BigEndian.AppendUint64(nil, 9)
+	if h, err := decodeHead(subj, append(old, data...)); err != nil || !proto.Equal(h.Event, ev) {
+		t.Fatalf("whole-event row: %v %v", h.Event, err)
 	}
 }
