@@ -295,6 +295,11 @@ func (d *delivery) marker() {
 			onGroup(len(group))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), markDeliveredMax)
+		if len(group) == 1 {
+			d.markOne(ctx, group[0]) // the usual group at low load: no goroutine
+			cancel()
+			continue
+		}
 		var wg sync.WaitGroup
 		for _, m := range group {
 			wg.Add(1)

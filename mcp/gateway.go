@@ -68,7 +68,7 @@ type Gateway struct {
 	ledger *ledger.Service
 	driver *dispatch.Driver
 	tools  map[string]config.Tool
-	agents map[string]string // sha256(token) → actor
+	agents map[[sha256.Size]byte]string // sha256(token) → actor
 	log    *slog.Logger
 	locked bool // the vault is locked: every action is refused
 
@@ -93,7 +93,7 @@ func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *
 	if events == nil {
 		events = sdk.NewMemoryEventStore(nil)
 	}
-	g := &Gateway{ledger: l, driver: dispatch.New(l, log), tools: map[string]config.Tool{}, agents: cfg.Agents, log: log, locked: cfg.VaultLocked,
+	g := &Gateway{ledger: l, driver: dispatch.New(l, log), tools: map[string]config.Tool{}, agents: agentDigests(cfg.Agents), log: log, locked: cfg.VaultLocked,
 		events: events, journal: journal, sessionActors: map[string]string{}, sessionRemote: map[string]string{}, local: map[string]bool{}}
 	g.delivery = newDelivery(l, log)
 	for name, t := range cfg.Tools {
@@ -281,9 +281,24 @@ func (g *Gateway) actor(h http.Header) (string, bool) {
 	if !ok || tok == "" {
 		return "", false
 	}
-	sum := sha256.Sum256([]byte(tok))
-	a, ok := g.agents[hex.EncodeToString(sum[:])]
+	a, ok := g.agents[sha256.Sum256([]byte(tok))]
 	return a, ok
+}
+
+// agentDigests keys the config's agents (lower-case hex SHA-256 of the
+// token → actor) by the digest itself, so authenticating a request hashes
+// the token and encodes nothing. A key that is not 64 lower-case hex digits
+// matches no token, as before.
+func agentDigests(agents map[string]string) map[[sha256.Size]byte]string {
+	out := make(map[[sha256.Size]byte]string, len(agents))
+	for h, actor := range agents {
+		b, err := hex.DecodeString(h)
+		if err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != h {
+			continue
+		}
+		out[[sha256.Size]byte(b)] = actor
+	}
+	return out
 }
 
 // trackingWriter notes whether writing the response failed, and shows the

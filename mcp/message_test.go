@@ -16,12 +16,22 @@ func FuzzParseMessage(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	f.Add([]byte(`{"id":3,"method":"tools/call","params":{"_meta":{"io.portcullis\/ack":"act_1"}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		m := parseMessage(body)
 		if len(m.acks()) > maxAcks {
 			t.Fatalf("%d acks, limit %d", len(m.acks()), maxAcks)
 		}
-		_ = m.declaresTasks()
+		// The raw _meta's shortcut never misses what a full decode finds.
+		full := m.meta()
+		if _, ok := full[MetaAck]; ok && !m.metaHas(MetaAck) {
+			t.Fatalf("ack in %s missed", m.Params.Meta)
+		}
+		caps, _ := full[metaClientCaps].(map[string]any)
+		ext, _ := caps["extensions"].(map[string]any)
+		if _, ok := ext[ExtTasks]; ok != m.declaresTasks() {
+			t.Fatalf("declaresTasks %v for %s", !ok, m.Params.Meta)
+		}
 		_ = m.jsonrpcID()
 	})
 }
@@ -33,6 +43,18 @@ func TestParseMessage(t *testing.T) {
 	}
 	if n := parseMessage([]byte(`{"jsonrpc":"2.0","id":12,"method":"ping"}`)); n.jsonrpcID() != "12" || n.declaresTasks() {
 		t.Fatalf("%+v", n)
+	}
+	// A key written with escapes is still read.
+	if e := parseMessage([]byte(`{"jsonrpc":"2.0","id":null,"method":"ping","params":{"_meta":{"io.portcullis\u002fack":["act_1","act_2"]}}}`)); len(e.acks()) != 2 || e.jsonrpcID() != "" {
+		t.Fatalf("escaped key: %+v", e)
+	}
+	// A _meta that is not an object is not routed (the SDK refuses it).
+	if e := parseMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":"x"}}`)); e.Method != "" {
+		t.Fatalf("non-object _meta: %+v", e)
+	}
+	// The client's own _meta keys are not ours: nothing to acknowledge.
+	if c := parseMessage([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"x"}}`)); c.acks() != nil || c.declaresTasks() || c.meta() == nil {
+		t.Fatalf("client meta: %+v", c)
 	}
 }
 

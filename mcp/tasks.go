@@ -139,7 +139,7 @@ func (g *Gateway) serveTaskCall(w http.ResponseWriter, r *http.Request, actor, s
 		writeRPC(w, msg.ID, nil, &rpcError{Code: codeInvalidParams, Message: "unknown tool " + msg.Params.Name})
 		return
 	}
-	in, refusal := g.prepare(callInput{actor: actor, tool: t, args: msg.Params.Arguments, meta: msg.Params.Meta,
+	in, refusal := g.prepare(callInput{actor: actor, tool: t, args: msg.Params.Arguments, meta: msg.meta(),
 		session: sid, jsonrpcID: msg.jsonrpcID()})
 	if refusal != nil {
 		writeRPC(w, msg.ID, refusal, nil)

@@ -2,8 +2,14 @@ package telemetry
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace/noop"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -35,4 +41,21 @@ func BenchmarkMetricsPerAppend(b *testing.B) {
 			commit(1, time.Millisecond)
 		}
 	})
+}
+
+// BenchmarkMCPMiddleware is what the /mcp middleware adds to one tools/call
+// (its peek at the body, the duration histogram; a span only when tracing
+// is configured: here the no-op provider, as without an exporter).
+func BenchmarkMCPMiddleware(b *testing.B) {
+	m := NewMetrics()
+	h := m.MCP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}), noop.NewTracerProvider())
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"bench-agent","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},"name":"deploy_release","arguments":{"release_id":"r-6"}}}`
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		h.ServeHTTP(w, r)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // mcpPeekBytes is how much of a request body the middleware reads to learn
@@ -33,9 +34,27 @@ type rpcPeek struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Name string         `json:"name"`
-		Meta map[string]any `json:"_meta"`
+		Name string `json:"name"`
+		// Meta is decoded only when spans are recorded (it carries the
+		// W3C trace context).
+		Meta json.RawMessage `json:"_meta"`
 	} `json:"params"`
+}
+
+// traceCarrier reads the W3C trace context from params._meta (string
+// values only, as the MCP semantic conventions send it).
+func traceCarrier(meta json.RawMessage, fields []string) propagation.MapCarrier {
+	carrier := propagation.MapCarrier{}
+	var m map[string]any
+	if len(meta) == 0 || json.Unmarshal(meta, &m) != nil {
+		return carrier
+	}
+	for _, k := range fields {
+		if s, ok := m[k].(string); ok {
+			carrier[k] = s
+		}
+	}
+	return carrier
 }
 
 // MCP wraps the /mcp handler: for every JSON-RPC request POSTed it observes
@@ -43,10 +62,11 @@ type rpcPeek struct {
 // error_type} and opens a server span named after the method (and tool)
 // that continues the trace an MCP client sends as
 // params._meta.traceparent / tracestate (W3C Trace Context). Responses and
-// GETs (event streams) pass through untouched. tp nil: no spans.
+// GETs (event streams) pass through untouched. tp nil or the no-op
+// provider (no exporter configured): no spans, and _meta is not decoded.
 func (m *Metrics) MCP(next http.Handler, tp trace.TracerProvider) http.Handler {
 	var tracer trace.Tracer
-	if tp != nil {
+	if _, off := tp.(noop.TracerProvider); tp != nil && !off {
 		tracer = tp.Tracer("github.com/portcullis-dev/portcullis/telemetry")
 	}
 	prop := propagation.TraceContext{}
@@ -73,13 +93,7 @@ func (m *Metrics) MCP(next http.Handler, tp trace.TracerProvider) http.Handler {
 		ctx := r.Context()
 		var span trace.Span
 		if tracer != nil {
-			carrier := propagation.MapCarrier{}
-			for _, k := range prop.Fields() {
-				if s, ok := req.Params.Meta[k].(string); ok {
-					carrier[k] = s
-				}
-			}
-			ctx = prop.Extract(ctx, carrier)
+			ctx = prop.Extract(ctx, traceCarrier(req.Params.Meta, prop.Fields()))
 			name := req.Method
 			if tool != "" {
 				name += " " + tool
