@@ -279,20 +279,49 @@ func (v *Views) setApplied(stream string, seq uint64) {
 	}
 }
 
+// lookup calls fn with k's value (valid only during the call), or returns
+// pebble.ErrNotFound. It is DB.Get for keys that are mostly absent (a new
+// intent, a new execution's head): it consults the bloom filters of every
+// level, L6 included, which DB.Get skips, so an absent key costs no data
+// block read (and decompression) once the views outgrow the block cache.
+func (v *Views) lookup(k []byte, fn func(val []byte) error) error {
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: k, UpperBound: append(k[:len(k):len(k)], 0), UseL6Filters: true})
+	if err != nil {
+		return err
+	}
+	if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
+		err = pebble.ErrNotFound
+	} else {
+		var val []byte
+		if val, err = it.ValueAndErr(); err == nil {
+			err = fn(val)
+		}
+	}
+	if cerr := it.Close(); cerr != nil && (err == nil || errors.Is(err, pebble.ErrNotFound)) {
+		err = cerr
+	}
+	return err
+}
+
 // IntentRow returns an intent's row.
 func (v *Views) IntentRow(token string) (projector.Intent, error) {
-	val, closer, err := v.db.Get(key(intentPrefix, token))
-	if errors.Is(err, pebble.ErrNotFound) {
+	var in projector.Intent
+	err := v.lookup(key(intentPrefix, token), func(val []byte) error {
+		if len(val) < 8 {
+			return fmt.Errorf("view intent %s: %w: short row", token, ledger.ErrCorrupt)
+		}
+		in = projector.Intent{Seq: binary.BigEndian.Uint64(val), LatestSubject: string(val[8:])}
+		return nil
+	})
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
 		return projector.Intent{}, ledger.ErrNotFound
-	}
-	if err != nil {
+	case errors.Is(err, ledger.ErrCorrupt):
+		return projector.Intent{}, err
+	case err != nil:
 		return projector.Intent{}, fmt.Errorf("view intent %s: %w", token, err)
 	}
-	defer closer.Close()
-	if len(val) < 8 {
-		return projector.Intent{}, fmt.Errorf("view intent %s: %w: short row", token, ledger.ErrCorrupt)
-	}
-	return projector.Intent{Seq: binary.BigEndian.Uint64(val), LatestSubject: string(val[8:])}, nil
+	return in, nil
 }
 
 // Intent returns what the views hold of an intent, with the head of its
@@ -329,15 +358,19 @@ func (v *Views) ExecutionSubject(_ context.Context, id string) (string, error) {
 
 // Head returns the latest folded event on subject.
 func (v *Views) Head(_ context.Context, subject string) (ledger.Head, error) {
-	val, closer, err := v.db.Get(key(headPrefix, subject))
+	var h ledger.Head
+	var derr error
+	err := v.lookup(key(headPrefix, subject), func(val []byte) error {
+		h, derr = decodeHead(subject, val) // proto.Unmarshal copies what it keeps
+		return nil
+	})
 	if errors.Is(err, pebble.ErrNotFound) {
 		return ledger.Head{}, ledger.ErrNotFound
 	}
 	if err != nil {
 		return ledger.Head{}, fmt.Errorf("view head %s: %w", subject, err)
 	}
-	defer closer.Close()
-	return decodeHead(subject, val)
+	return h, derr
 }
 
 func decodeHead(subject string, val []byte) (ledger.Head, error) {
