@@ -24,6 +24,98 @@ func Seal(ev *pb.Event, prevHash []byte) {
 	ev.Hash = eventHash(ev)
 }
 
+// SealEncoded is Seal that also returns the sealed event's encoding (what
+// proto.Marshal gives for ev as it is now: hash set, no signature), from
+// the one marshal that hashed it: the hash field is spliced into the
+// hashed encoding at its place in field order. The log stores it as it is
+// (Message.Data), so a decision marshals its event once.
+func SealEncoded(ev *pb.Event, prevHash []byte) []byte {
+	ev.PrevHash = prevHash
+	ev.Hash = nil
+	clearSignature(ev)
+	b := marshalForHash(ev)
+	sum := sha256.Sum256(b)
+	ev.Hash = sum[:]
+	return spliceHash(b, ev.Hash)
+}
+
+// hashField is the Event's hash field; fields hashField to groupSizeField
+// are outside the hash.
+const (
+	hashField      = 8
+	groupSizeField = 12
+)
+
+// groupFieldsRoom is spare capacity for the group signature fields the
+// committer appends (signature, a path of a few nodes, index, size).
+const groupFieldsRoom = 2 + ed25519.SignatureSize + 8*(2+sha256.Size) + 12
+
+// spliceHash inserts the hash field into b (an encoding without it, fields
+// in number order as proto.Marshal writes them) before the first field
+// numbered above it.
+func spliceHash(b, hash []byte) []byte {
+	at := len(b)
+	for off := 0; off < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[off:])
+		if n < 0 {
+			break
+		}
+		if num > hashField {
+			at = off
+			break
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[off+n:])
+		if m < 0 {
+			break
+		}
+		off += n + m
+	}
+	out := make([]byte, 0, len(b)+2+len(hash)+groupFieldsRoom)
+	out = append(out, b[:at]...)
+	out = protowire.AppendTag(out, hashField, protowire.BytesType)
+	out = protowire.AppendBytes(out, hash)
+	return append(out, b[at:]...)
+}
+
+// hashedPart is data (a stored event's encoding) without its hash,
+// signature and group fields (8 to 12): for an event encoded as
+// proto.Marshal writes it, exactly the encoding its hash was computed
+// over. nil when data does not parse.
+func hashedPart(data []byte) []byte {
+	out := make([]byte, 0, len(data))
+	for off := 0; off < len(data); {
+		num, typ, n := protowire.ConsumeTag(data[off:])
+		if n < 0 {
+			return nil
+		}
+		m := protowire.ConsumeFieldValue(num, typ, data[off+n:])
+		if m < 0 {
+			return nil
+		}
+		if num < hashField || num > groupSizeField {
+			out = append(out, data[off:off+n+m]...)
+		}
+		off += n + m
+	}
+	return out
+}
+
+// checkHashEncoded is CheckHash for an event decoded from data: when the
+// hash is that of data's own bytes without fields 8 to 12 (the writer
+// hashed the encoding it stored, so data holds that very encoding and ev,
+// decoded from it, is what was hashed) no re-marshal is needed; otherwise
+// (another encoder's field order, say) it re-marshals as CheckHash does.
+func checkHashEncoded(ev *pb.Event, data []byte) error {
+	if data != nil && len(ev.GetHash()) == sha256.Size {
+		if part := hashedPart(data); part != nil {
+			if sum := sha256.Sum256(part); bytes.Equal(sum[:], ev.GetHash()) {
+				return nil
+			}
+		}
+	}
+	return CheckHash(ev)
+}
+
 func clearSignature(ev *pb.Event) {
 	ev.Signature, ev.GroupPath, ev.GroupIndex, ev.GroupSize = nil, nil, 0, 0
 }
@@ -43,12 +135,16 @@ func CheckHash(ev *pb.Event) error {
 }
 
 func eventHash(ev *pb.Event) []byte {
+	sum := sha256.Sum256(marshalForHash(ev))
+	return sum[:]
+}
+
+func marshalForHash(ev *pb.Event) []byte {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
 	if err != nil {
 		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
 	}
-	sum := sha256.Sum256(b)
-	return sum[:]
+	return b
 }
 
 // Sign signs a sealed event's hash with the writing gateway's key; the
@@ -272,7 +368,15 @@ type Keys interface {
 // have no keyring). An event that fails is quarantined, never folded or
 // served.
 func CheckSigned(ev *pb.Event, keys Keys) error {
-	if err := CheckHash(ev); err != nil {
+	return CheckSignedData(ev, nil, keys)
+}
+
+// CheckSignedData is CheckSigned for ev decoded from data, its stored
+// encoding: the hash is checked against data's bytes when they are the
+// encoding that was hashed, which spares a re-marshal. data must be the
+// very bytes ev was decoded from, ev unchanged since (else pass nil).
+func CheckSignedData(ev *pb.Event, data []byte, keys Keys) error {
+	if err := checkHashEncoded(ev, data); err != nil {
 		return err
 	}
 	if keys == nil {

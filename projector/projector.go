@@ -333,10 +333,10 @@ func checkEntry(e Entry, prev *pb.Event, keys ledger.Keys) (*pb.Event, error) {
 	if _, _, ok := ledger.ParseExecutionSubject(e.Subject); !ok {
 		return ev, fmt.Errorf("%w: %s is not an execution subject", ledger.ErrCorrupt, e.Subject)
 	}
-	if err := ledger.CheckSigned(ev, keys); err != nil {
+	if err := ledger.CheckSignedData(ev, e.Data, keys); err != nil {
 		return ev, err
 	}
-	if err := ledger.CheckFollows(prev, ev); err != nil { // CheckSigned checked the hash
+	if err := ledger.CheckFollows(prev, ev); err != nil { // CheckSignedData checked the hash
 		return ev, err
 	}
 	return ev, nil
