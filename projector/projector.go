@@ -303,14 +303,17 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 		if !tokOK {
 			continue // a read-only execution outside lane 0: no intent row
 		}
+		if prev == nil {
+			// A new execution: the intent's row is this event's whole, so
+			// the row the views hold need not be read.
+			intents[token] = Intent{Seq: e.Seq, LatestSubject: e.Subject}
+			continue
+		}
 		in, err := intent(token)
 		if err != nil {
 			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
 		}
 		in.Seq = e.Seq
-		if prev == nil {
-			in.LatestSubject = e.Subject
-		}
 		intents[token] = in
 	}
 	if err := p.store.Write(p.stream, rows, intents, quarantined, mark); err != nil {
