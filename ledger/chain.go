@@ -33,11 +33,26 @@ func SealEncoded(ev *pb.Event, prevHash []byte) []byte {
 	ev.PrevHash = prevHash
 	ev.Hash = nil
 	clearSignature(ev)
-	b := marshalForHash(ev)
+	buf := hashBufs.Get().(*[]byte)
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], ev)
+	if err != nil {
+		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
+	}
 	sum := sha256.Sum256(b)
 	ev.Hash = sum[:]
-	return spliceHash(b, ev.Hash)
+	out := spliceHash(b, ev.Hash)
+	if cap(b) <= maxPooledHashBuf {
+		*buf = b
+		hashBufs.Put(buf)
+	}
+	return out
 }
+
+// hashBufs holds the buffers SealEncoded marshals into before it copies
+// the encoding, hash spliced in, into one of the exact size.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+const maxPooledHashBuf = 64 << 10
 
 // hashField is the Event's hash field; fields hashField to groupSizeField
 // are outside the hash.
@@ -77,27 +92,32 @@ func spliceHash(b, hash []byte) []byte {
 	return append(out, b[at:]...)
 }
 
-// hashedPart is data (a stored event's encoding) without its hash,
-// signature and group fields (8 to 12): for an event encoded as
+// hashedSum is the SHA-256 of data (a stored event's encoding) without its
+// hash, signature and group fields (8 to 12): for an event encoded as
 // proto.Marshal writes it, exactly the encoding its hash was computed
-// over. nil when data does not parse.
-func hashedPart(data []byte) []byte {
-	out := make([]byte, 0, len(data))
+// over. false when data does not parse.
+func hashedSum(data []byte) ([sha256.Size]byte, bool) {
+	var sum [sha256.Size]byte
+	h := sha256.New()
+	kept := 0 // data[kept:off] is hashed but not yet written
 	for off := 0; off < len(data); {
 		num, typ, n := protowire.ConsumeTag(data[off:])
 		if n < 0 {
-			return nil
+			return sum, false
 		}
 		m := protowire.ConsumeFieldValue(num, typ, data[off+n:])
 		if m < 0 {
-			return nil
+			return sum, false
 		}
-		if num < hashField || num > groupSizeField {
-			out = append(out, data[off:off+n+m]...)
+		if num >= hashField && num <= groupSizeField {
+			h.Write(data[kept:off])
+			kept = off + n + m
 		}
 		off += n + m
 	}
-	return out
+	h.Write(data[kept:])
+	h.Sum(sum[:0])
+	return sum, true
 }
 
 // checkHashEncoded is CheckHash for an event decoded from data: when the
@@ -107,10 +127,8 @@ func hashedPart(data []byte) []byte {
 // (another encoder's field order, say) it re-marshals as CheckHash does.
 func checkHashEncoded(ev *pb.Event, data []byte) error {
 	if data != nil && len(ev.GetHash()) == sha256.Size {
-		if part := hashedPart(data); part != nil {
-			if sum := sha256.Sum256(part); bytes.Equal(sum[:], ev.GetHash()) {
-				return nil
-			}
+		if sum, ok := hashedSum(data); ok && bytes.Equal(sum[:], ev.GetHash()) {
+			return nil
 		}
 	}
 	return CheckHash(ev)

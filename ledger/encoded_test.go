@@ -20,7 +20,7 @@ func encodedEvents() []*pb.Event {
 		{EventId: "evt_1"},
 		{EventId: "evt_2", Type: pb.EventType_EVENT_TYPE_ACCEPTED, Subject: "pc.exec.fab.act_01JXAMPLE", ExecutionId: x.ExecutionId, TimeUnixNano: 42, GatewayId: "gw-1",
 			Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Evidence: "e"}}},
-		{GatewayId: "gw-1", Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{}}},
+		{EventId: "evt_4", GatewayId: "gw-1", Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{}}},
 	}
 }
 
@@ -66,12 +66,13 @@ func TestCheckSignedDataFromStoredBytes(t *testing.T) {
 		if err := CheckSignedData(dec, data, keys); err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
-		// The same event in another field order (hash last) verifies
-		// through the re-marshal.
-		moved := protowire.AppendTag(hashedPart(data), 8, protowire.BytesType)
-		moved = protowire.AppendBytes(moved, ev.GetHash())
+		// The same event in another field order (event_id last: the
+		// stored bytes are not the hashed ones) verifies through the
+		// re-marshal.
+		moved := append(withoutFields(t, data, 1, 1), withoutFields(t, data, 2, 1<<29-1)...)
+		moved = withoutFields(t, moved, 9, 12)
 		moved = AppendGroupSignature(moved, gs, 0)
-		if bytes.Equal(moved, data) {
+		if sum, _ := hashedSum(moved); bytes.Equal(sum[:], ev.GetHash()) {
 			t.Fatal("reordering did nothing")
 		}
 		dec = new(pb.Event)
@@ -96,4 +97,22 @@ func TestCheckSignedDataFromStoredBytes(t *testing.T) {
 			t.Fatalf("event %d changed: %v, want ErrCorrupt", i, err)
 		}
 	}
+}
+
+// withoutFields is data without its top-level fields lo to hi.
+func withoutFields(t *testing.T, data []byte, lo, hi protowire.Number) []byte {
+	t.Helper()
+	var out []byte
+	for off := 0; off < len(data); {
+		num, typ, n := protowire.ConsumeTag(data[off:])
+		m := protowire.ConsumeFieldValue(num, typ, data[off+n:])
+		if n < 0 || m < 0 {
+			t.Fatal("bad encoding")
+		}
+		if num < lo || num > hi {
+			out = append(out, data[off:off+n+m]...)
+		}
+		off += n + m
+	}
+	return out
 }
