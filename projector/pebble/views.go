@@ -42,6 +42,13 @@ var (
 // blockCacheBytes is the Pebble block cache of one gateway's views.
 const blockCacheBytes = 64 << 20
 
+// memTableBytes is the views' memtable (Pebble's default is 4 MiB). Rows
+// are keyed by random tokens, so every L0 compaction rewrites all of the
+// base level it overlaps: four times larger flushes cut that rewriting
+// (the largest CPU cost of the views, ~20 us per Begin at 64 callers) to
+// about a third, for up to two memtables of memory.
+const memTableBytes = 16 << 20
+
 // Views is a ledger.Views and a projector.Store on one Pebble database.
 // It also tells waiters when the executions stream's checkpoint passes a
 // sequence, which is how a gateway catches up after a conflict.
@@ -62,7 +69,7 @@ var (
 
 // Open opens (or creates) the views in dir.
 func Open(dir string) (*Views, error) {
-	opts := &pebble.Options{Logger: quietLogger{}, Cache: pebble.NewCache(blockCacheBytes)}
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: pebble.NewCache(blockCacheBytes), MemTableSize: memTableBytes}
 	defer opts.Cache.Unref()
 	// Most Begins look up an intent that does not exist yet: bloom filters
 	// answer those without reading data blocks.
