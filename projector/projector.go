@@ -75,15 +75,15 @@ type Mark struct {
 // sha256(prev || seq || sha256(data)); the digest before the first event
 // is 32 zero bytes.
 func Chain(prev []byte, seq uint64, data []byte) []byte {
+	var zero [sha256.Size]byte
 	if prev == nil {
-		prev = make([]byte, sha256.Size)
+		prev = zero[:]
 	}
 	h := sha256.Sum256(data)
-	m := sha256.New()
-	m.Write(prev)
-	m.Write(binary.BigEndian.AppendUint64(nil, seq))
-	m.Write(h[:])
-	return m.Sum(nil)
+	var buf [2*sha256.Size + 8]byte // fits when prev is a digest
+	msg := binary.BigEndian.AppendUint64(append(buf[:0], prev...), seq)
+	sum := sha256.Sum256(append(msg, h[:]...))
+	return sum[:]
 }
 
 // Store is the views' write side.

@@ -128,14 +128,14 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		return err
 	}
 	for _, r := range heads {
-		val := make([]byte, 8+len(r.Data))
-		binary.BigEndian.PutUint64(val, r.Seq)
-		copy(val[8:], r.Data)
-		if err := b.Set(key(headPrefix, r.Subject), val, nil); err != nil {
+		if err := setSeqRow(b, headPrefix, r.Subject, r.Seq, r.Data); err != nil {
 			return err
 		}
 		if r.Accepted {
-			if err := b.Set(key(execIDPrefix, r.Event.GetExecutionId()), []byte(r.Subject), nil); err != nil {
+			op := b.SetDeferred(len(execIDPrefix)+len(r.Event.GetExecutionId()), len(r.Subject))
+			copy(op.Key[copy(op.Key, execIDPrefix):], r.Event.GetExecutionId())
+			copy(op.Value, r.Subject)
+			if err := op.Finish(); err != nil {
 				return err
 			}
 		}
@@ -144,10 +144,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		}
 	}
 	for token, in := range intents {
-		val := make([]byte, 8+len(in.LatestSubject))
-		binary.BigEndian.PutUint64(val, in.Seq)
-		copy(val[8:], in.LatestSubject)
-		if err := b.Set(key(intentPrefix, token), val, nil); err != nil {
+		if err := setSeqRow(b, intentPrefix, token, in.Seq, in.LatestSubject); err != nil {
 			return err
 		}
 	}
@@ -160,6 +157,16 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	v.quarantined.Add(uint64(len(quarantined)))
 	v.setApplied(stream, mark.Seq)
 	return nil
+}
+
+// setSeqRow sets prefix+name to an 8-byte big-endian seq followed by data,
+// written straight into the batch.
+func setSeqRow[T string | []byte](b *pebble.Batch, prefix []byte, name string, seq uint64, data T) error {
+	op := b.SetDeferred(len(prefix)+len(name), 8+len(data))
+	copy(op.Key[copy(op.Key, prefix):], name)
+	binary.BigEndian.PutUint64(op.Value, seq)
+	copy(op.Value[8:], data)
+	return op.Finish()
 }
 
 // setDispatched keeps the dispatched index: the row keyed on the replaced
