@@ -57,7 +57,8 @@ const maxPooledHashBuf = 64 << 10
 // hashField is the Event's hash field; fields hashField to groupSizeField
 // are outside the hash.
 const (
-	hashField      = 8
+	hashField      = 8  // bytes, as are signature (9) and group_path (10)
+	groupPathField = 10 // group_index (11) and group_size (12) are varints
 	groupSizeField = 12
 )
 
@@ -95,7 +96,9 @@ func spliceHash(b, hash []byte) []byte {
 // hashedSum is the SHA-256 of data (a stored event's encoding) without its
 // hash, signature and group fields (8 to 12): for an event encoded as
 // proto.Marshal writes it, exactly the encoding its hash was computed
-// over. false when data does not parse.
+// over. false when data does not parse, or holds one of those fields with
+// another wire type (the decoder keeps such a field as an unknown field,
+// which CheckHash's re-marshal hashes, so that check must decide).
 func hashedSum(data []byte) ([sha256.Size]byte, bool) {
 	var sum [sha256.Size]byte
 	h := sha256.New()
@@ -110,6 +113,13 @@ func hashedSum(data []byte) ([sha256.Size]byte, bool) {
 			return sum, false
 		}
 		if num >= hashField && num <= groupSizeField {
+			want := protowire.BytesType
+			if num > groupPathField {
+				want = protowire.VarintType
+			}
+			if typ != want {
+				return sum, false
+			}
 			h.Write(data[kept:off])
 			kept = off + n + m
 		}

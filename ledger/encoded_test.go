@@ -82,6 +82,23 @@ func TestCheckSignedDataFromStoredBytes(t *testing.T) {
 		if err := CheckSignedData(dec, moved, keys); err != nil {
 			t.Fatalf("event %d reordered: %v", i, err)
 		}
+		// One of the fields outside the hash with another wire type is an
+		// unknown field to the decoder, which the re-marshal hashes: it
+		// fails as it did before the check on stored bytes.
+		for _, num := range []protowire.Number{8, 9, 10, 11, 12} {
+			odd := protowire.AppendTag(bytes.Clone(data), num, protowire.Fixed32Type)
+			odd = protowire.AppendFixed32(odd, 7)
+			dec = new(pb.Event)
+			if err := proto.Unmarshal(odd, dec); err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckSignedData(dec, odd, keys); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("event %d, field %d as fixed32: %v, want ErrCorrupt", i, num, err)
+			}
+			if err := CheckSigned(dec, keys); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("event %d, field %d as fixed32, re-marshalled: %v, want ErrCorrupt", i, num, err)
+			}
+		}
 		// A changed event, stored as such, fails.
 		changed := proto.Clone(dec).(*pb.Event)
 		changed.TimeUnixNano++
