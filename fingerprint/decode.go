@@ -48,6 +48,15 @@ func decodeJSON(raw []byte, depth int) (any, error) {
 	if err := checkSurrogates(raw); err != nil {
 		return nil, err
 	}
+	if v, err := scanJSON(raw, depth); err == nil {
+		return v, nil
+	}
+	return decodeStd(raw, depth)
+}
+
+// decodeStd is decodeJSON by encoding/json's tokens: what decides (and
+// explains) every input the scanner gives up on.
+func decodeStd(raw []byte, depth int) (any, error) {
 	d := decoder{dec: json.NewDecoder(bytes.NewReader(raw))}
 	// UseNumber keeps each number's literal so that its exactness can be
 	// checked before anything rounds it to a float64.

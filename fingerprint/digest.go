@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"sync"
 	"sync/atomic"
 
@@ -78,14 +79,14 @@ func Compute(key Key, rules contract.FingerprintRules, a Action) (Digests, error
 
 // subkey derives the key for one kind of digest (remembered: a gateway
 // has one key, and Compute needs three subkeys on every Begin).
-func subkey(key Key, domain string) []byte {
+func subkey(key Key, domain string) *macKey {
 	id := string(key) + "\x00" + domain
 	if k, ok := subkeys.Load(id); ok {
-		return k.([]byte)
+		return k.(*macKey)
 	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(domain))
-	k := m.Sum(nil)
+	k := newMacKey(m.Sum(nil))
 	if subkeyCount.Add(1) <= maxSubkeys {
 		subkeys.Store(id, k)
 	}
@@ -96,13 +97,39 @@ func subkey(key Key, domain string) []byte {
 const maxSubkeys = 3 * 64
 
 var (
-	subkeys     sync.Map // key + domain → subkey
+	subkeys     sync.Map // key + domain → *macKey
 	subkeyCount atomic.Int64
 )
 
-// keyedDigest is "hmac-sha256:<hex>" of msg under k.
-func keyedDigest(k, msg []byte) string {
+// macKey is an HMAC-SHA256 key with its padded key blocks already hashed
+// (crypto/hmac keeps them after the first Reset): a digest clones it
+// rather than hashing the pads again. The prepared HMAC is only read.
+type macKey struct {
+	key      []byte
+	prepared hash.Hash
+}
+
+func newMacKey(k []byte) *macKey {
 	m := hmac.New(sha256.New, k)
+	m.Reset() // computes and keeps the padded key states
+	return &macKey{key: k, prepared: m}
+}
+
+func (k *macKey) new() hash.Hash {
+	if c, ok := k.prepared.(hash.Cloner); ok {
+		if m, err := c.Clone(); err == nil {
+			if h, ok := m.(hash.Hash); ok {
+				return h
+			}
+		}
+	}
+	return hmac.New(sha256.New, k.key)
+}
+
+// keyedDigest is "hmac-sha256:<hex>" of msg under k.
+func keyedDigest(k *macKey, msg []byte) string {
+	m := k.new()
 	m.Write(msg)
-	return digestPrefix + hex.EncodeToString(m.Sum(nil))
+	var sum [sha256.Size]byte
+	return digestPrefix + hex.EncodeToString(m.Sum(sum[:0]))
 }

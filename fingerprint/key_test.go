@@ -2,12 +2,15 @@ package fingerprint
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -155,4 +158,26 @@ func TestKeyIsNotPrinted(t *testing.T) {
 			t.Errorf("key printed: %s", s)
 		}
 	}
+}
+
+// keyedDigest, cloning a prepared HMAC, is HMAC-SHA256 as crypto/hmac
+// computes it from the key, for every message and from many goroutines.
+func TestKeyedDigestIsHMAC(t *testing.T) {
+	k := newMacKey([]byte("0123456789abcdef0123456789abcdef"))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				msg := bytes.Repeat([]byte{byte(g), byte(i)}, i)
+				m := hmac.New(sha256.New, k.key)
+				m.Write(msg)
+				if want := digestPrefix + hex.EncodeToString(m.Sum(nil)); keyedDigest(k, msg) != want {
+					t.Errorf("message %d: %s, want %s", i, keyedDigest(k, msg), want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -24,6 +24,126 @@ func Seal(ev *pb.Event, prevHash []byte) {
 	ev.Hash = eventHash(ev)
 }
 
+// SealEncoded is Seal that also returns the sealed event's encoding (what
+// proto.Marshal gives for ev as it is now: hash set, no signature), from
+// the one marshal that hashed it: the hash field is spliced into the
+// hashed encoding at its place in field order. The log stores it as it is
+// (Message.Data), so a decision marshals its event once.
+func SealEncoded(ev *pb.Event, prevHash []byte) []byte {
+	ev.PrevHash = prevHash
+	ev.Hash = nil
+	clearSignature(ev)
+	buf := hashBufs.Get().(*[]byte)
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], ev)
+	if err != nil {
+		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
+	}
+	sum := sha256.Sum256(b)
+	ev.Hash = sum[:]
+	out := spliceHash(b, ev.Hash)
+	if cap(b) <= maxPooledHashBuf {
+		*buf = b
+		hashBufs.Put(buf)
+	}
+	return out
+}
+
+// hashBufs holds the buffers SealEncoded marshals into before it copies
+// the encoding, hash spliced in, into one of the exact size.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+const maxPooledHashBuf = 64 << 10
+
+// hashField is the Event's hash field; fields hashField to groupSizeField
+// are outside the hash.
+const (
+	hashField      = 8  // bytes, as are signature (9) and group_path (10)
+	groupPathField = 10 // group_index (11) and group_size (12) are varints
+	groupSizeField = 12
+)
+
+// groupFieldsRoom is spare capacity for the group signature fields the
+// committer appends (signature, a path of a few nodes, index, size).
+const groupFieldsRoom = 2 + ed25519.SignatureSize + 8*(2+sha256.Size) + 12
+
+// spliceHash inserts the hash field into b (an encoding without it, fields
+// in number order as proto.Marshal writes them) before the first field
+// numbered above it.
+func spliceHash(b, hash []byte) []byte {
+	at := len(b)
+	for off := 0; off < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[off:])
+		if n < 0 {
+			break
+		}
+		if num > hashField {
+			at = off
+			break
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[off+n:])
+		if m < 0 {
+			break
+		}
+		off += n + m
+	}
+	out := make([]byte, 0, len(b)+2+len(hash)+groupFieldsRoom)
+	out = append(out, b[:at]...)
+	out = protowire.AppendTag(out, hashField, protowire.BytesType)
+	out = protowire.AppendBytes(out, hash)
+	return append(out, b[at:]...)
+}
+
+// hashedSum is the SHA-256 of data (a stored event's encoding) without its
+// hash, signature and group fields (8 to 12): for an event encoded as
+// proto.Marshal writes it, exactly the encoding its hash was computed
+// over. false when data does not parse, or holds one of those fields with
+// another wire type (the decoder keeps such a field as an unknown field,
+// which CheckHash's re-marshal hashes, so that check must decide).
+func hashedSum(data []byte) ([sha256.Size]byte, bool) {
+	var sum [sha256.Size]byte
+	h := sha256.New()
+	kept := 0 // data[kept:off] is hashed but not yet written
+	for off := 0; off < len(data); {
+		num, typ, n := protowire.ConsumeTag(data[off:])
+		if n < 0 {
+			return sum, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, data[off+n:])
+		if m < 0 {
+			return sum, false
+		}
+		if num >= hashField && num <= groupSizeField {
+			want := protowire.BytesType
+			if num > groupPathField {
+				want = protowire.VarintType
+			}
+			if typ != want {
+				return sum, false
+			}
+			h.Write(data[kept:off])
+			kept = off + n + m
+		}
+		off += n + m
+	}
+	h.Write(data[kept:])
+	h.Sum(sum[:0])
+	return sum, true
+}
+
+// checkHashEncoded is CheckHash for an event decoded from data: when the
+// hash is that of data's own bytes without fields 8 to 12 (the writer
+// hashed the encoding it stored, so data holds that very encoding and ev,
+// decoded from it, is what was hashed) no re-marshal is needed; otherwise
+// (another encoder's field order, say) it re-marshals as CheckHash does.
+func checkHashEncoded(ev *pb.Event, data []byte) error {
+	if data != nil && len(ev.GetHash()) == sha256.Size {
+		if sum, ok := hashedSum(data); ok && bytes.Equal(sum[:], ev.GetHash()) {
+			return nil
+		}
+	}
+	return CheckHash(ev)
+}
+
 func clearSignature(ev *pb.Event) {
 	ev.Signature, ev.GroupPath, ev.GroupIndex, ev.GroupSize = nil, nil, 0, 0
 }
@@ -43,12 +163,16 @@ func CheckHash(ev *pb.Event) error {
 }
 
 func eventHash(ev *pb.Event) []byte {
+	sum := sha256.Sum256(marshalForHash(ev))
+	return sum[:]
+}
+
+func marshalForHash(ev *pb.Event) []byte {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
 	if err != nil {
 		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
 	}
-	sum := sha256.Sum256(b)
-	return sum[:]
+	return b
 }
 
 // Sign signs a sealed event's hash with the writing gateway's key; the
@@ -272,7 +396,15 @@ type Keys interface {
 // have no keyring). An event that fails is quarantined, never folded or
 // served.
 func CheckSigned(ev *pb.Event, keys Keys) error {
-	if err := CheckHash(ev); err != nil {
+	return CheckSignedData(ev, nil, keys)
+}
+
+// CheckSignedData is CheckSigned for ev decoded from data, its stored
+// encoding: the hash is checked against data's bytes when they are the
+// encoding that was hashed, which spares a re-marshal. data must be the
+// very bytes ev was decoded from, ev unchanged since (else pass nil).
+func CheckSignedData(ev *pb.Event, data []byte, keys Keys) error {
+	if err := checkHashEncoded(ev, data); err != nil {
 		return err
 	}
 	if keys == nil {

@@ -27,6 +27,10 @@ type Message struct {
 	ExpectedSeq  uint64
 	Follows      bool
 	Event        *pb.Event
+	// Data, when set, is Event's encoding as SealEncoded returned it (the
+	// log stores it instead of marshalling Event again). It must be
+	// dropped when Event changes after sealing (Sign).
+	Data []byte
 }
 
 // Head is the latest event on a subject and its stream sequence.

@@ -261,9 +261,8 @@ func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput
 	}
 	ev := s.event(s.acceptType(c, in, x, now), s.lanes.ExecutionSubject(token, id), id, now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: in.Correlation}}
-	Seal(ev, nil)
-	Sign(ev, s.signKey)
-	m := Message{Subject: ev.Subject, CheckSubject: check, ExpectedSeq: intent.Seq, Event: ev}
+	data := s.seal(ev, nil)
+	m := Message{Subject: ev.Subject, CheckSubject: check, ExpectedSeq: intent.Seq, Event: ev, Data: data}
 	if check == "" {
 		m.ExpectedSeq = 0 // a read_only execution's own, new subject
 	}
@@ -306,9 +305,8 @@ func (s *Service) attach(ctx context.Context, prior Head, corr *pb.Correlation, 
 	x.UpdatedAt = timestamppb.New(now)
 	ev := s.event(pb.EventType_EVENT_TYPE_ATTACHED, prior.Event.GetSubject(), x.GetExecutionId(), now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: corr}}
-	Seal(ev, prior.Event.GetHash())
-	Sign(ev, s.signKey)
-	seq, err := s.append(ctx, prior, Message{Subject: ev.Subject, ExpectedSeq: prior.Seq, Event: ev})
+	data := s.seal(ev, prior.Event.GetHash())
+	seq, err := s.append(ctx, prior, Message{Subject: ev.Subject, ExpectedSeq: prior.Seq, Event: ev, Data: data})
 	if err != nil {
 		return BeginResult{}, err
 	}
@@ -393,9 +391,8 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 		}
 		ev := s.event(ch.Event, subj, ch.ExecutionID, now)
 		ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Evidence: ch.Evidence}}
-		Seal(ev, h.Event.GetHash())
-		Sign(ev, s.signKey)
-		seq, err := s.append(ctx, h, Message{Subject: subj, ExpectedSeq: h.Seq, Event: ev})
+		data := s.seal(ev, h.Event.GetHash())
+		seq, err := s.append(ctx, h, Message{Subject: subj, ExpectedSeq: h.Seq, Event: ev, Data: data})
 		if errors.Is(err, ErrConflict) {
 			if err := s.catchUp(ctx, err); err != nil {
 				return nil, err
@@ -612,6 +609,19 @@ func (s *Service) landed(ctx context.Context, m Message, appendErr error) ([]uin
 		return nil, appendErr
 	}
 	return []uint64{h.Seq}, nil
+}
+
+// seal seals ev after prevHash and signs it with the Service's own key,
+// if it has one (else the log's committer signs its group). It returns
+// the event's encoding for Message.Data, or nil when a signature made
+// the sealed encoding stale.
+func (s *Service) seal(ev *pb.Event, prevHash []byte) []byte {
+	data := SealEncoded(ev, prevHash)
+	if s.signKey != nil {
+		Sign(ev, s.signKey)
+		return nil
+	}
+	return data
 }
 
 func (s *Service) event(t pb.EventType, subject, executionID string, now time.Time) *pb.Event {

@@ -75,15 +75,15 @@ type Mark struct {
 // sha256(prev || seq || sha256(data)); the digest before the first event
 // is 32 zero bytes.
 func Chain(prev []byte, seq uint64, data []byte) []byte {
+	var zero [sha256.Size]byte
 	if prev == nil {
-		prev = make([]byte, sha256.Size)
+		prev = zero[:]
 	}
 	h := sha256.Sum256(data)
-	m := sha256.New()
-	m.Write(prev)
-	m.Write(binary.BigEndian.AppendUint64(nil, seq))
-	m.Write(h[:])
-	return m.Sum(nil)
+	var buf [2*sha256.Size + 8]byte // fits when prev is a digest
+	msg := binary.BigEndian.AppendUint64(append(buf[:0], prev...), seq)
+	sum := sha256.Sum256(append(msg, h[:]...))
+	return sum[:]
 }
 
 // Store is the views' write side.
@@ -305,14 +305,17 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 		if !tokOK {
 			continue // a read-only execution outside lane 0: no intent row
 		}
+		if prev == nil {
+			// A new execution: the intent's row is this event's whole, so
+			// the row the views hold need not be read.
+			intents[token] = Intent{Seq: e.Seq, LatestSubject: e.Subject}
+			continue
+		}
 		in, err := intent(token)
 		if err != nil {
 			return fmt.Errorf("projector %s seq %d: %w", p.stream, e.Seq, err)
 		}
 		in.Seq = e.Seq
-		if prev == nil {
-			in.LatestSubject = e.Subject
-		}
 		intents[token] = in
 	}
 	if err := p.store.Write(p.stream, rows, intents, quarantined, mark); err != nil {
@@ -335,10 +338,10 @@ func checkEntry(e Entry, prev *pb.Event, keys ledger.Keys) (*pb.Event, error) {
 	if _, _, ok := ledger.ParseExecutionSubject(e.Subject); !ok {
 		return ev, fmt.Errorf("%w: %s is not an execution subject", ledger.ErrCorrupt, e.Subject)
 	}
-	if err := ledger.CheckSigned(ev, keys); err != nil {
+	if err := ledger.CheckSignedData(ev, e.Data, keys); err != nil {
 		return ev, err
 	}
-	if err := ledger.CheckFollows(prev, ev); err != nil { // CheckSigned checked the hash
+	if err := ledger.CheckFollows(prev, ev); err != nil { // CheckSignedData checked the hash
 		return ev, err
 	}
 	return ev, nil

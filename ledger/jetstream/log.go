@@ -81,9 +81,12 @@ func (l *Log) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, err
 	}
 	d := &decision{msgs: make([]outMsg, len(msgs)), done: make(chan struct{}), ctx: ctx}
 	for i, m := range msgs {
-		data, err := proto.Marshal(m.Event)
-		if err != nil {
-			return nil, fmt.Errorf("append %s: marshal: %w", m.Subject, err)
+		data := m.Data
+		if data == nil {
+			var err error
+			if data, err = proto.Marshal(m.Event); err != nil {
+				return nil, fmt.Errorf("append %s: marshal: %w", m.Subject, err)
+			}
 		}
 		if len(data) > MaxMsgBytes-1024 {
 			return nil, fmt.Errorf("append %s: event of %d bytes exceeds the %d-byte limit", m.Subject, len(data), MaxMsgBytes-1024)
@@ -187,7 +190,7 @@ func (l *Log) check(subject string, data []byte) (*pb.Event, error) {
 	if ev.GetSubject() != subject {
 		return nil, fmt.Errorf("%w: the event names subject %s", ledger.ErrCorrupt, ev.GetSubject())
 	}
-	if err := ledger.CheckSigned(ev, l.keys); err != nil {
+	if err := ledger.CheckSignedData(ev, data, l.keys); err != nil {
 		return nil, err
 	}
 	return ev, nil

@@ -47,6 +47,13 @@ var (
 // blockCacheBytes is the Pebble block cache of one gateway's views.
 const blockCacheBytes = 64 << 20
 
+// memTableBytes is the views' memtable (Pebble's default is 4 MiB). Rows
+// are keyed by random tokens, so every L0 compaction rewrites all of the
+// base level it overlaps: four times larger flushes cut that rewriting
+// (the largest CPU cost of the views, ~20 us per Begin at 64 callers) to
+// about a third, for up to two memtables of memory.
+const memTableBytes = 16 << 20
+
 // Views is a ledger.Views and a projector.Store on one Pebble database.
 // It also tells waiters when the executions stream's checkpoint passes a
 // sequence, which is how a gateway catches up after a conflict.
@@ -72,7 +79,7 @@ var (
 
 // Open opens (or creates) the views in dir.
 func Open(dir string) (*Views, error) {
-	opts := &pebble.Options{Logger: quietLogger{}, Cache: pebble.NewCache(blockCacheBytes)}
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: pebble.NewCache(blockCacheBytes), MemTableSize: memTableBytes}
 	defer opts.Cache.Unref()
 	// Most Begins look up an intent that does not exist yet: bloom filters
 	// answer those without reading data blocks.
@@ -149,7 +156,10 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 			return err
 		}
 		if r.Accepted {
-			if err := b.Set(key(execIDPrefix, r.Event.GetExecutionId()), []byte(r.Subject), nil); err != nil {
+			op := b.SetDeferred(len(execIDPrefix)+len(r.Event.GetExecutionId()), len(r.Subject))
+			copy(op.Key[copy(op.Key, execIDPrefix):], r.Event.GetExecutionId())
+			copy(op.Value, r.Subject)
+			if err := op.Finish(); err != nil {
 				return err
 			}
 		}
@@ -158,10 +168,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		}
 	}
 	for token, in := range intents {
-		val := make([]byte, 8+len(in.LatestSubject))
-		binary.BigEndian.PutUint64(val, in.Seq)
-		copy(val[8:], in.LatestSubject)
-		if err := b.Set(key(intentPrefix, token), val, nil); err != nil {
+		if err := setSeqRow(b, intentPrefix, token, in.Seq, in.LatestSubject); err != nil {
 			return err
 		}
 	}
@@ -177,6 +184,16 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	v.quarantined.Add(uint64(len(quarantined)))
 	v.setApplied(stream, mark.Seq)
 	return nil
+}
+
+// setSeqRow sets prefix+name to an 8-byte big-endian seq followed by data,
+// written straight into the batch.
+func setSeqRow[T string | []byte](b *pebble.Batch, prefix []byte, name string, seq uint64, data T) error {
+	op := b.SetDeferred(len(prefix)+len(name), 8+len(data))
+	copy(op.Key[copy(op.Key, prefix):], name)
+	binary.BigEndian.PutUint64(op.Value, seq)
+	copy(op.Value[8:], data)
+	return op.Finish()
 }
 
 // setDispatched keeps the dispatched index: the row keyed on the replaced
