@@ -80,13 +80,36 @@ type delivery struct {
 	arrivals map[string]arrival  // same keys → the latest request seen there
 	marks    []mark              // evidence awaiting its DELIVERED append
 	marking  bool                // the marker goroutine is running
+	closed   bool                // the gateway is closing: no new marks
+	idle     *sync.Cond          // signalled when the marker ends
 	// onGroup, when set (tests), hears the size of every group the marker
 	// submits.
 	onGroup func(n int)
 }
 
 func newDelivery(l *ledger.Service, log *slog.Logger) *delivery {
-	return &delivery{ledger: l, log: log, open: map[string]bool{}, pending: map[string][]string{}, awaiting: map[string]awaiting{}, arrivals: map[string]arrival{}}
+	d := &delivery{ledger: l, log: log, open: map[string]bool{}, pending: map[string][]string{}, awaiting: map[string]awaiting{}, arrivals: map[string]arrival{}}
+	d.idle = sync.NewCond(&d.mu)
+	return d
+}
+
+// close stops taking evidence and waits for the marker's group in flight
+// (each append bounded by markDeliveredMax), so no DELIVERED is appended
+// after the gateway closes its ledger. Marks still queued are dropped:
+// those executions stay COMPLETED_RESULT_NOT_DELIVERED, the safe side (a
+// retry gets the stored result; the next evidence on any gateway
+// delivers them).
+func (d *delivery) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if n := len(d.marks); n > 0 {
+		d.log.Info("closing: delivery evidence not appended; those executions stay COMPLETED_RESULT_NOT_DELIVERED", "executions", n)
+		d.marks = nil
+	}
+	for d.marking {
+		d.idle.Wait()
+	}
 }
 
 // begin opens request nonce; responded closes it.
@@ -255,6 +278,9 @@ func (d *delivery) mark(_ context.Context, actor string, ids []string, evidence 
 		if ledger.ValidateExecutionID(id) != nil {
 			continue
 		}
+		if d.closed {
+			continue
+		}
 		if len(d.marks) >= maxMarksQueued {
 			dropped++
 			continue
@@ -284,6 +310,7 @@ func (d *delivery) marker() {
 		n := min(len(d.marks), maxDeliveredGroup)
 		if n == 0 {
 			d.marking = false
+			d.idle.Broadcast()
 			d.mu.Unlock()
 			return
 		}

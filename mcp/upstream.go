@@ -143,8 +143,11 @@ func upstreamOutcome(res *sdk.CallToolResult) executor.Outcome {
 // mcpResultType marks a stored result that is an upstream CallToolResult.
 const mcpResultType = "application/vnd.mcp.call-tool-result+json"
 
-// Close ends the sessions to the upstreams.
+// Close stops appending DELIVERED (waiting for the appends in flight) and
+// ends the sessions to the upstreams. The gateway's server calls it after
+// the HTTP server shut down and before the ledger closes.
 func (g *Gateway) Close() {
+	g.delivery.close()
 	for _, u := range g.upstreams {
 		u.mu.Lock()
 		s := u.session

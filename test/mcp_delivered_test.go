@@ -156,3 +156,46 @@ func TestMCPDeliveredInGroupsOnlyOnEvidence(t *testing.T) {
 		}
 	}
 }
+
+// A gateway closed while agents' calls and their delivery evidence stream
+// in stops appending DELIVERED before its ledger and views close. The
+// marker once ran on after Close and panicked on the closed views
+// ("pebble: closed", seen once at the end of a benchmark run with 64
+// agents); the window is a matter of timing, so this test makes it wide
+// (many agents, each call the evidence of the one before) and closes three
+// times, rather than proving it shut.
+func TestMCPGatewayClosedWhileDelivering(t *testing.T) {
+	ctx := context.Background()
+	tg := newTarget(t)
+	cfg := mcpConfig(t, tg)
+	for round := range 3 {
+		g := startMCPGateway(t, cfg, "")
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for a := range 48 {
+			s, err := mcpSession(t, g, agentToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer s.Close()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					// Each call is evidence for the one before it on this connection.
+					_, _ = s.CallTool(ctx, &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": fmt.Sprintf("close-%d-%d-%d", round, a, i)}})
+				}
+			}()
+		}
+		time.Sleep(300 * time.Millisecond)
+		g.Close(ctx) // must not panic in the marker, now or later
+		close(stop)
+		wg.Wait()
+	}
+	time.Sleep(200 * time.Millisecond) // a marker left running would fail the process here
+}
