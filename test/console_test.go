@@ -88,6 +88,20 @@ func newConsoleClient(t *testing.T, addr string) *consoleClient {
 	return &consoleClient{t: t, base: "http://" + addr, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
+// page GETs path until its body contains want (the console reads the
+// views, which may lag an append just made), at most 5 s; it returns the
+// last body.
+func (c *consoleClient) page(path, want string) string {
+	c.t.Helper()
+	var body string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, body = c.do("GET", path, nil)
+		if strings.Contains(body, want) || time.Now().After(deadline) {
+			return body
+		}
+	}
+}
+
 func (c *consoleClient) do(method, path string, form url.Values, hdr ...string) (*http.Response, string) {
 	c.t.Helper()
 	var body io.Reader
@@ -215,7 +229,7 @@ func TestConsoleSessionsCSRFAndRoles(t *testing.T) {
 	if sc == nil || !sc.HttpOnly || sc.SameSite != http.SameSiteStrictMode || sc.Secure || len(sc.Value) < 20 {
 		t.Fatalf("session cookie %+v", sc)
 	}
-	_, body := alice.do("GET", "/console/approvals", nil)
+	body := alice.page("/console/approvals", id)
 	csrf := csrfOf(t, body)
 	if !strings.Contains(body, id) || !strings.Contains(body, "rotate_credentials") || !strings.Contains(body, `id="caller">alice<`) || !strings.Contains(body, "gw-test") {
 		t.Fatalf("approvals page lacks the pending execution, caller or gateway:\n%s", body)
@@ -413,7 +427,7 @@ func TestConsoleSingleOperator(t *testing.T) {
 		t.Fatalf("sign-in without the form token: %d", r.StatusCode)
 	}
 	csrf := op.signIn("")
-	_, body := op.do("GET", "/console/approvals", nil)
+	body := op.page("/console/approvals", id)
 	if !strings.Contains(body, `id="caller">local-operator<`) || !strings.Contains(body, id) {
 		t.Fatalf("approvals as local-operator:\n%s", body)
 	}

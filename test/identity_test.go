@@ -17,11 +17,21 @@ import (
 // events), so "no second execution" is read from the ledger itself.
 func accepted(t *testing.T, c portcullisv1connect.ExecutionServiceClient, tool string) int {
 	t.Helper()
-	res, err := c.ListExecutions(context.Background(), connect.NewRequest(&pb.ListExecutionsRequest{PageSize: 1000, Tool: tool}))
-	if err != nil {
-		t.Fatal(err)
+	// ListExecutions reads the views, which may lag the appends just made:
+	// the count once it has held for three reads 50 ms apart (at most 5 s).
+	n, same := -1, 0
+	for deadline := time.Now().Add(5 * time.Second); same < 3 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		res, err := c.ListExecutions(context.Background(), connect.NewRequest(&pb.ListExecutionsRequest{PageSize: 1000, Tool: tool}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := len(res.Msg.GetExecutions()); m == n && m > 0 {
+			same++
+		} else {
+			n, same = m, 1
+		}
 	}
-	return len(res.Msg.GetExecutions())
+	return n
 }
 
 func dispatch(t *testing.T, c portcullisv1connect.ExecutionServiceClient, id, token string) *pb.Execution {
