@@ -104,21 +104,29 @@ func (s *scanner) object(depth int) (map[string]any, error) {
 			return nil, err
 		}
 		obj[key] = v
-		s.space()
-		if s.off >= len(s.data) {
-			return nil, errSlowPath
-		}
-		switch s.data[s.off] {
-		case ',':
-			s.off++
-			s.space()
-		case '}':
-			s.off++
-			return obj, nil
-		default:
-			return nil, errSlowPath
+		if end, err := s.next('}'); err != nil || end {
+			return obj, err
 		}
 	}
+}
+
+// next reads what follows a container's member: a comma (more members
+// follow) or the container's closing byte (end).
+func (s *scanner) next(closing byte) (end bool, err error) {
+	s.space()
+	if s.off >= len(s.data) {
+		return false, errSlowPath
+	}
+	switch s.data[s.off] {
+	case ',':
+		s.off++
+		s.space()
+		return false, nil
+	case closing:
+		s.off++
+		return true, nil
+	}
+	return false, errSlowPath
 }
 
 func (s *scanner) array(depth int) ([]any, error) {
@@ -135,19 +143,8 @@ func (s *scanner) array(depth int) ([]any, error) {
 			return nil, err
 		}
 		arr = append(arr, v)
-		s.space()
-		if s.off >= len(s.data) {
-			return nil, errSlowPath
-		}
-		switch s.data[s.off] {
-		case ',':
-			s.off++
-			s.space()
-		case ']':
-			s.off++
-			return arr, nil
-		default:
-			return nil, errSlowPath
+		if end, err := s.next(']'); err != nil || end {
+			return arr, err
 		}
 	}
 }
