@@ -130,6 +130,24 @@ func hashedSum(data []byte) ([sha256.Size]byte, bool) {
 	return sum, true
 }
 
+// AppendUnsigned appends data (a stored event's encoding) to dst without
+// the fields outside its hash that the signature adds (signature,
+// group_path, group_index, group_size): what the views keep of a head
+// whose signature the projector already checked. The hash stays.
+func AppendUnsigned(dst, data []byte) ([]byte, error) {
+	for b := data; len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: stored event: %v", ErrCorrupt, protowire.ParseError(n))
+		}
+		if num <= hashField || num > groupSizeField {
+			dst = append(dst, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return dst, nil
+}
+
 // checkHashEncoded is CheckHash for an event decoded from data: when the
 // hash is that of data's own bytes without fields 8 to 12 (the writer
 // hashed the encoding it stored, so data holds that very encoding and ev,
@@ -163,16 +181,12 @@ func CheckHash(ev *pb.Event) error {
 }
 
 func eventHash(ev *pb.Event) []byte {
-	sum := sha256.Sum256(marshalForHash(ev))
-	return sum[:]
-}
-
-func marshalForHash(ev *pb.Event) []byte {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
 	if err != nil {
 		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
 	}
-	return b
+	sum := sha256.Sum256(b)
+	return sum[:]
 }
 
 // Sign signs a sealed event's hash with the writing gateway's key; the

@@ -22,7 +22,6 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -420,18 +419,7 @@ func (v *Views) Head(_ context.Context, subject string) (ledger.Head, error) {
 // rewritten at each level Pebble compacts it into. Rows written before
 // keep those fields; decodeHead reads both.
 func headRow(seq uint64, data []byte) ([]byte, error) {
-	val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(data)), seq)
-	for b := data; len(b) > 0; {
-		num, _, n := protowire.ConsumeField(b)
-		if n < 0 {
-			return nil, fmt.Errorf("%w: stored event: %v", ledger.ErrCorrupt, protowire.ParseError(n))
-		}
-		if num < 9 || num > 12 {
-			val = append(val, b[:n]...)
-		}
-		b = b[n:]
-	}
-	return val, nil
+	return ledger.AppendUnsigned(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(data)), seq), data)
 }
 
 func decodeHead(subject string, val []byte) (ledger.Head, error) {
