@@ -70,7 +70,7 @@ type mark struct {
 // delivery tracks which responses carried which results, and records
 // DELIVERED on evidence.
 type delivery struct {
-	ledger *ledger.Service
+	ledger deliveryLedger
 	log    *slog.Logger
 
 	mu       sync.Mutex
@@ -87,7 +87,14 @@ type delivery struct {
 	onGroup func(n int)
 }
 
-func newDelivery(l *ledger.Service, log *slog.Logger) *delivery {
+// deliveryLedger is what the marker needs of the ledger (a
+// *ledger.Service).
+type deliveryLedger interface {
+	Transition(ctx context.Context, ch ledger.Change) (*pb.Execution, error)
+	Get(ctx context.Context, executionID string) (*pb.Execution, error)
+}
+
+func newDelivery(l deliveryLedger, log *slog.Logger) *delivery {
 	d := &delivery{ledger: l, log: log, open: map[string]bool{}, pending: map[string][]string{}, awaiting: map[string]awaiting{}, arrivals: map[string]arrival{}}
 	d.idle = sync.NewCond(&d.mu)
 	return d
