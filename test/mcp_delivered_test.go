@@ -156,4 +156,3 @@ func TestMCPDeliveredInGroupsOnlyOnEvidence(t *testing.T) {
 		}
 	}
 }
-
