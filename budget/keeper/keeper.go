@@ -93,6 +93,7 @@ type Keeper struct {
 	leads   map[string]*leadState               // per-account lease as this gateway knows it
 	leases  Leases                              // nil: every command is decided here
 	fwd     Forwarder
+	keys    ledger.Keys     // enrolled gateways' keys: leases, forwards and answers are checked against them (nil: not checked)
 	onLead  func(LeadEvent) // nil: nobody counts lead events
 }
 

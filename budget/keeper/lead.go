@@ -23,10 +23,13 @@ import (
 // The lease only routes: it is never what keeps a decision correct, so a
 // lease believed by two gateways at once, or by none, costs speed only.
 
-// Lease says which gateway leads an account's decisions, and until when.
+// Lease says which gateway leads an account's decisions, and until when,
+// signed by that gateway's enrolled key (sealed.go): a record no enrolled
+// gateway signed counts as no lease.
 type Lease struct {
 	Gateway string    `json:"gateway"`
 	Expires time.Time `json:"expires"`
+	Sig     []byte    `json:"sig,omitempty"`
 }
 
 // Leases keeps account leases in the ledger.
@@ -67,11 +70,14 @@ const (
 // Lead makes this keeper take part in account leases: it decides an
 // account's commands itself while it holds the account's lease and
 // forwards them to the lease holder otherwise. Call it before the first
-// command; without it every command is decided here.
-func (k *Keeper) Lead(leases Leases, fwd Forwarder) {
+// command; without it every command is decided here. Leases, forwards and
+// answers are signed with SignKey and believed only when they verify with
+// keys (the ledger's enrolled gateways; nil checks nothing, for a keeper
+// outside a gateway).
+func (k *Keeper) Lead(leases Leases, fwd Forwarder, keys ledger.Keys) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.leases, k.fwd = leases, fwd
+	k.leases, k.fwd, k.keys = leases, fwd, keys
 }
 
 // LeadEvent is one thing that happened to account leadership on this
@@ -89,10 +95,15 @@ const (
 	ForwardNoLeader LeadEvent = "forward_no_leader" // nobody served the leader: decided here instead
 	ForwardUnknown  LeadEvent = "forward_unknown"   // sent, no answer: the caller gets an unknown outcome
 	ForwardServed   LeadEvent = "forward_served"    // a command another gateway forwarded, decided here
+	// ForwardRejected: a forwarded command, an answer or a lease record that
+	// no enrolled gateway signed (a client with the gateway user's NATS
+	// credentials but no enrolled key): the command was refused, the
+	// answer not believed (decided here instead), the lease taken as free.
+	ForwardRejected LeadEvent = "forward_rejected"
 )
 
 // LeadEvents are all lead events, in the order above.
-var LeadEvents = []LeadEvent{LeaseTaken, LeaseRenewed, LeaseLost, ForwardAnswered, ForwardNoLeader, ForwardUnknown, ForwardServed}
+var LeadEvents = []LeadEvent{LeaseTaken, LeaseRenewed, LeaseLost, ForwardAnswered, ForwardNoLeader, ForwardUnknown, ForwardServed, ForwardRejected}
 
 // OnLead, when set before the first command, is told every LeadEvent.
 // It must not block.
@@ -189,11 +200,15 @@ func (k *Keeper) readLease(ctx context.Context, leases Leases, account string, s
 			st.known = false
 			return
 		}
+		if l.Gateway != "" && !k.leaseValid(account, l) {
+			k.leadEvent(ForwardRejected)
+			l = Lease{} // forged: free, taken over at its revision
+		}
 		st.known, st.lease, st.rev = true, l, rev
 		if k.current(st, now) && l.Gateway != k.gatewayID {
 			return
 		}
-		mine := Lease{Gateway: k.gatewayID, Expires: now.Add(LeaseTTL)}
+		mine := k.signLease(account, Lease{Gateway: k.gatewayID, Expires: now.Add(LeaseTTL)})
 		nrev, err := leases.PutLease(ctx, account, mine, rev)
 		if err == nil {
 			st.lease, st.rev, st.unreachable = mine, nrev, time.Time{}
@@ -215,7 +230,7 @@ func (k *Keeper) renew(leases Leases, account string, st *leadState) {
 	st.mu.Lock()
 	rev := st.rev
 	st.mu.Unlock()
-	mine := Lease{Gateway: k.gatewayID, Expires: time.Now().Add(LeaseTTL)}
+	mine := k.signLease(account, Lease{Gateway: k.gatewayID, Expires: time.Now().Add(LeaseTTL)})
 	nrev, err := leases.PutLease(ctx, account, mine, rev)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -291,8 +306,13 @@ var wireErrors = []error{
 	budget.ErrCurrency, budget.ErrKeyReuse, budget.ErrNotHeld, budget.ErrAlreadyClosed,
 	budget.ErrLimitNotValid, budget.ErrTooManyHolds, budget.ErrInvalidRequest, budget.ErrInvalidEvent,
 	budget.ErrBrokenInvariant, ErrBadAccount, ledger.ErrContended, ledger.ErrConflict,
-	ledger.ErrAppendUnknown, ledger.ErrNotFound, ledger.ErrInvalid,
+	ledger.ErrAppendUnknown, ledger.ErrNotFound, ledger.ErrInvalid, errForwardRefused,
 }
+
+// errForwardRefused: the leading gateway could not check the forward's
+// signature (or it did not verify), so it decided nothing; the sender
+// decides the command itself.
+var errForwardRefused = errors.New("the leading gateway refused the forward")
 
 // remoteError is an error the leading gateway answered.
 type remoteError struct {
@@ -304,12 +324,23 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.kind }
 
 // ServeForward decides a command another gateway forwarded (always here,
-// never forwarded again) and returns the answer to send back.
+// never forwarded again) and returns the answer to send back, signed. A
+// forward that no enrolled gateway signed for this one is refused and
+// decides nothing.
 func (k *Keeper) ServeForward(ctx context.Context, req []byte) []byte {
-	k.leadEvent(ForwardServed)
 	var c Command
 	var rp reply
-	if err := json.Unmarshal(req, &c); err != nil {
+	s, err := k.open(req, "", "")
+	if err != nil {
+		k.leadEvent(ForwardRejected)
+		rp.Err, rp.Code = fmt.Sprintf("forwarded command refused: %v", err), codeOf(errForwardRefused)
+		out, _ := json.Marshal(rp)
+		var claimed sealed // addressed to its claimed sender: a forger learns nothing from it
+		_ = json.Unmarshal(req, &claimed)
+		return k.seal(claimed.From, out, hashOf(req))
+	}
+	k.leadEvent(ForwardServed)
+	if err := json.Unmarshal(s.Body, &c); err != nil {
 		rp.Err, rp.Code = fmt.Sprintf("forwarded command: %v", err), codeOf(ledger.ErrInvalid)
 	} else if res, dec, err := k.runHere(ctx, c); err != nil {
 		rp.Err, rp.Code = err.Error(), codeOf(err)
@@ -320,7 +351,7 @@ func (k *Keeper) ServeForward(ctx context.Context, req []byte) []byte {
 		}
 	}
 	out, _ := json.Marshal(rp) // plain structs: never fails
-	return out
+	return k.seal(s.From, out, hashOf(req))
 }
 
 func codeOf(err error) int {
@@ -332,12 +363,19 @@ func codeOf(err error) int {
 	return 0
 }
 
-// forward sends c to gateway and reads its answer.
+// errForgedAnswer: the forward's answer did not come from the gateway it
+// went to (sealed.go), so it was not believed; the command is decided here
+// (safe even if the leader decided it too: commands are idempotent on
+// their operation key, and every decision is a compare-and-set append).
+var errForgedAnswer = errors.New("the forward's answer is not the leading gateway's")
+
+// forward sends c to gateway, signed, and reads its answer.
 func (k *Keeper) forward(ctx context.Context, gateway string, c Command) (Result, *budget.Decision, error) {
-	req, err := json.Marshal(c)
+	body, err := json.Marshal(c)
 	if err != nil {
 		return Result{}, nil, fmt.Errorf("forward: %w", err)
 	}
+	req := k.seal(gateway, body, "")
 	fctx, cancel := context.WithTimeout(ctx, forwardWaitMax)
 	defer cancel()
 	out, err := k.fwd.Forward(fctx, gateway, req)
@@ -349,8 +387,13 @@ func (k *Keeper) forward(ctx context.Context, gateway string, c Command) (Result
 		k.leadEvent(ForwardUnknown)
 		return Result{}, nil, fmt.Errorf("%w: forwarded to gateway %s: %v", ledger.ErrAppendUnknown, gateway, err)
 	}
+	s, err := k.open(out, gateway, hashOf(req))
+	if err != nil {
+		k.leadEvent(ForwardRejected)
+		return Result{}, nil, fmt.Errorf("%w: %v", errForgedAnswer, err)
+	}
 	var rp reply
-	if err := json.Unmarshal(out, &rp); err != nil {
+	if err := json.Unmarshal(s.Body, &rp); err != nil {
 		k.leadEvent(ForwardUnknown)
 		return Result{}, nil, fmt.Errorf("%w: answer of gateway %s: %v", ledger.ErrAppendUnknown, gateway, err)
 	}
@@ -380,7 +423,7 @@ func (k *Keeper) run(ctx context.Context, c Command) (Result, *budget.Decision, 
 	}
 	if to := k.route(ctx, c.Account); to != "" {
 		res, dec, err := k.forward(ctx, to, c)
-		if !errors.Is(err, ErrNoLeader) {
+		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, errForgedAnswer) && !errors.Is(err, errForwardRefused) {
 			return res, dec, err
 		}
 		k.unreachable(c.Account, to)
