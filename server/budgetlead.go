@@ -134,7 +134,7 @@ func (g *Gateway) leadBudget(ctx context.Context, id string, off bool) error {
 	}
 	count := g.Metrics.BudgetLead(names)
 	g.Keeper.OnLead(func(e keeper.LeadEvent) { count(string(e)) })
-	g.Keeper.Lead(budgetLeases{js: g.nats.js, stream: st}, budgetForwarder{nc: g.nats.conn}, g.Keyring)
+	g.Keeper.Lead(budgetLeases{js: g.nats.js, stream: st}, budgetForwarder{nc: g.nats.conn}, g.Keyring, keeper.ForwardKey(g.Key))
 	g.wg.Add(1) // Close waits for this before it closes the budget log
 	go func() {
 		defer g.wg.Done()

@@ -24,7 +24,7 @@ import (
 
 // The budget forwarding channel (pcrpc.budget.<gateway id>) and the lease
 // stream are open to every client holding the gateway user's NATS
-// credentials. Such a client, without an enrolled key, sends a leading
+// credentials. Such a client, without the ledger's keys, sends a leading
 // gateway commands of its own: each is refused, and nothing is appended.
 func TestForgedBudgetForwardIsRefused(t *testing.T) {
 	ctx := context.Background()
@@ -35,7 +35,7 @@ func TestForgedBudgetForwardIsRefused(t *testing.T) {
 	st := budgetStream(t, g)
 	before := streamMsgs(t, st)
 
-	nc := natsConnect(t, g, natsauth.Gateway) // stolen credentials, no enrolled key
+	nc := natsConnect(t, g, natsauth.Gateway) // stolen credentials, none of the ledger's keys
 	_, rogue, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestForgedBudgetForwardIsRefused(t *testing.T) {
 		sealed := map[string]any{"from": "gw-forge-0", "to": "gw-forge-0", "at": time.Now().UnixNano(), "body": json.RawMessage(body)}
 		unsigned, _ := json.Marshal(sealed)
 		h, _ := json.Marshal(sealed)
-		sealed["sig"] = ed25519.Sign(rogue, h) // not even the right digest: nothing a rogue key signs verifies
+		sealed["mac"] = ed25519.Sign(rogue, h) // without the ledger's forward key, any bytes
 		signed, _ := json.Marshal(sealed)
 		for _, data := range [][]byte{body, unsigned, signed} {
 			m, err := nc.Request(natsauth.BudgetRPCPrefix+"gw-forge-0", data, 10*time.Second)
@@ -124,7 +124,7 @@ func TestImpostorLeaderIsNotBelieved(t *testing.T) {
 		sum := sha256.Sum256(m.Data)
 		ans := map[string]any{"from": req.To, "to": req.From, "at": time.Now().UnixNano(), "body": json.RawMessage(`{"err":"forged: unknown account","code":1}`), "for": hex.EncodeToString(sum[:])}
 		digest, _ := json.Marshal(ans)
-		ans["sig"] = ed25519.Sign(rogue, digest)
+		ans["mac"] = ed25519.Sign(rogue, digest) // it has no forward key: any bytes
 		data, _ := json.Marshal(ans)
 		_ = m.Respond(data)
 	}

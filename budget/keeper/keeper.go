@@ -93,8 +93,10 @@ type Keeper struct {
 	leads   map[string]*leadState               // per-account lease as this gateway knows it
 	leases  Leases                              // nil: every command is decided here
 	fwd     Forwarder
-	keys    ledger.Keys     // enrolled gateways' keys: leases, forwards and answers are checked against them (nil: not checked)
-	onLead  func(LeadEvent) // nil: nobody counts lead events
+	keys    ledger.Keys // enrolled gateways' keys: leases are checked against them (nil: not checked)
+	// forwardKey authenticates forwards and their answers (nil: not checked)
+	forwardKey []byte
+	onLead     func(LeadEvent) // nil: nobody counts lead events
 }
 
 // closedAt is a closed operation this gateway wrote and the stream

@@ -70,14 +70,16 @@ const (
 // Lead makes this keeper take part in account leases: it decides an
 // account's commands itself while it holds the account's lease and
 // forwards them to the lease holder otherwise. Call it before the first
-// command; without it every command is decided here. Leases, forwards and
-// answers are signed with SignKey and believed only when they verify with
-// keys (the ledger's enrolled gateways; nil checks nothing, for a keeper
-// outside a gateway).
-func (k *Keeper) Lead(leases Leases, fwd Forwarder, keys ledger.Keys) {
+// command; without it every command is decided here. Leases are signed
+// with SignKey and count only when they verify with keys (the ledger's
+// enrolled gateways); forwards and their answers carry a MAC under
+// forwardKey (ForwardKey of the ledger's fingerprint key) and count only
+// with a valid one (sealed.go). Nil keys or forwardKey check nothing, for a
+// keeper outside a gateway.
+func (k *Keeper) Lead(leases Leases, fwd Forwarder, keys ledger.Keys, forwardKey []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.leases, k.fwd, k.keys = leases, fwd, keys
+	k.leases, k.fwd, k.keys, k.forwardKey = leases, fwd, keys, forwardKey
 }
 
 // LeadEvent is one thing that happened to account leadership on this
@@ -95,10 +97,11 @@ const (
 	ForwardNoLeader LeadEvent = "forward_no_leader" // nobody served the leader: decided here instead
 	ForwardUnknown  LeadEvent = "forward_unknown"   // sent, no answer: the caller gets an unknown outcome
 	ForwardServed   LeadEvent = "forward_served"    // a command another gateway forwarded, decided here
-	// ForwardRejected: a forwarded command, an answer or a lease record that
-	// no enrolled gateway signed (a client with the gateway user's NATS
-	// credentials but no enrolled key): the command was refused, the
-	// answer not believed (decided here instead), the lease taken as free.
+	// ForwardRejected: a forwarded command or an answer without a valid
+	// MAC, or a lease record no enrolled gateway signed (a client with the
+	// gateway user's NATS credentials but none of the ledger's keys): the
+	// command was refused, the answer not believed (decided here instead),
+	// the lease taken as free.
 	ForwardRejected LeadEvent = "forward_rejected"
 )
 
@@ -310,7 +313,7 @@ var wireErrors = []error{
 }
 
 // errForwardRefused: the leading gateway could not check the forward's
-// signature (or it did not verify), so it decided nothing; the sender
+// MAC (or it was not valid), so it decided nothing; the sender
 // decides the command itself.
 var errForwardRefused = errors.New("the leading gateway refused the forward")
 
@@ -324,8 +327,8 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.kind }
 
 // ServeForward decides a command another gateway forwarded (always here,
-// never forwarded again) and returns the answer to send back, signed. A
-// forward that no enrolled gateway signed for this one is refused and
+// never forwarded again) and returns the answer to send back, with its
+// MAC. A forward without a valid MAC for this gateway is refused and
 // decides nothing.
 func (k *Keeper) ServeForward(ctx context.Context, req []byte) []byte {
 	var c Command

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"crypto/ed25519"
+	"crypto/hmac"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -14,8 +15,12 @@ type enrolled map[string][]ed25519.PublicKey
 
 func (e enrolled) GatewayKeys(id string) ([]ed25519.PublicKey, error) { return e[id], nil }
 
+// forwardKey is the ledger's forward key in these tests.
+var forwardKey = ForwardKey([]byte("0123456789abcdef0123456789abcdef"))
+
 // sealedPair is two keepers of one ledger, gw-a and gw-b, each with its
-// enrolled key, and a third key nobody enrolled.
+// enrolled key and the ledger's forward key, and a third key nobody
+// enrolled.
 func sealedPair(t testing.TB, now func() time.Time) (a, b *Keeper, rogue ed25519.PrivateKey) {
 	t.Helper()
 	keys := enrolled{}
@@ -27,7 +32,7 @@ func sealedPair(t testing.TB, now func() time.Time) (a, b *Keeper, rogue ed25519
 		keys[id] = []ed25519.PublicKey{pub}
 		k := New(nil, nil, id, now)
 		k.SignKey = priv
-		k.Lead(nil, nil, keys)
+		k.Lead(nil, nil, keys, forwardKey)
 		return k
 	}
 	a, b = mk("gw-a"), mk("gw-b")
@@ -44,7 +49,7 @@ func TestSealedForwardAndAnswer(t *testing.T) {
 	req := a.seal("gw-b", body, "")
 	s, err := b.open(req, "", "")
 	if err != nil {
-		t.Fatalf("an enrolled gateway's forward: %v", err)
+		t.Fatalf("a gateway's forward: %v", err)
 	}
 	if s.From != "gw-a" || string(s.Body) != string(body) {
 		t.Fatalf("opened %+v", s)
@@ -54,31 +59,30 @@ func TestSealedForwardAndAnswer(t *testing.T) {
 		t.Fatalf("the leader's answer: %v", err)
 	}
 
-	// What a client with the gateway user's NATS credentials but no
-	// enrolled key can send instead.
-	forged := func(edit func(s *sealed), key ed25519.PrivateKey) []byte {
+	// What a client with the gateway user's NATS credentials but none of
+	// the ledger's keys can send instead.
+	forged := func(edit func(s *sealed), key []byte) []byte {
 		var s sealed
 		if err := json.Unmarshal(req, &s); err != nil {
 			t.Fatal(err)
 		}
 		edit(&s)
 		if key != nil {
-			s.Sig = ed25519.Sign(key, s.digest())
+			s.MAC = macOf(key, s.digest())
 		}
 		out, _ := json.Marshal(&s)
 		return out
 	}
+	otherKey := ForwardKey([]byte("another ledger's fingerprint key"))
+	changed := []byte(`{"op":"release","account":"team-a","op_key":"op-2"}`)
 	for name, data := range map[string][]byte{
-		"the old unsigned command":     body,
-		"no signature":                 forged(func(s *sealed) { s.Sig = nil }, nil),
-		"signed by a key not enrolled": forged(func(s *sealed) {}, rogue),
-		"claims an enrolled sender": forged(func(s *sealed) {
-			s.From = "gw-a"
-			s.Body = []byte(`{"op":"release","account":"team-a","op_key":"op-2"}`)
-		}, rogue),
-		"body changed after signing":     forged(func(s *sealed) { s.Body = []byte(`{"op":"release","account":"team-a","op_key":"op-2"}`) }, nil),
-		"for another gateway":            forged(func(s *sealed) { s.To = "gw-c" }, a.SignKey),
-		"sent long ago (a stale replay)": forged(func(s *sealed) { s.At = time.Now().Add(-time.Hour).UnixNano() }, a.SignKey),
+		"the old unsigned command":       body,
+		"no MAC":                         forged(func(s *sealed) { s.MAC = nil }, nil),
+		"a MAC under another key":        forged(func(s *sealed) {}, otherKey),
+		"a rogue Ed25519 signature":      forged(func(s *sealed) { s.MAC = ed25519.Sign(rogue, s.digest()) }, nil),
+		"body changed after the MAC":     forged(func(s *sealed) { s.Body = changed }, nil),
+		"for another gateway":            forged(func(s *sealed) { s.To = "gw-c" }, forwardKey),
+		"sent long ago (a stale replay)": forged(func(s *sealed) { s.At = time.Now().Add(-time.Hour).UnixNano() }, forwardKey),
 		"an answer posing as a forward":  ans,
 		"not JSON":                       []byte("\x00garbage"),
 	} {
@@ -141,10 +145,12 @@ func TestLeaseSignature(t *testing.T) {
 
 func TestRefusedForwardIsDecidedByTheSender(t *testing.T) {
 	a, b, _ := sealedPair(t, nil)
-	// gw-b cannot verify gw-a (say its keyring lost gw-a): it refuses,
-	// signed, and gw-a reads the refusal as "decide it yourself".
-	b.Lead(nil, nil, enrolled{"gw-b": b.keys.(enrolled)["gw-b"]})
-	req := a.seal("gw-b", []byte(`{"op":"release","account":"team-a","op_key":"op-1"}`), "")
+	// A forward under gw-a's name without the ledger's key: gw-b refuses
+	// it, decides nothing, and answers its claimed sender with a refusal
+	// that the sender reads as "decide it yourself".
+	impostor := New(nil, nil, "gw-a", nil)
+	impostor.Lead(nil, nil, nil, ForwardKey([]byte("not the ledger's key")))
+	req := impostor.seal("gw-b", []byte(`{"op":"release","account":"team-a","op_key":"op-1"}`), "")
 	ans := b.ServeForward(t.Context(), req)
 	s, err := a.open(ans, "gw-b", hashOf(req))
 	if err != nil {
@@ -156,25 +162,22 @@ func TestRefusedForwardIsDecidedByTheSender(t *testing.T) {
 	}
 }
 
-// Anything a NATS client sends a leading gateway either opens as an
-// enrolled gateway's forward or is refused; none of it panics.
+// Anything a NATS client sends a leading gateway either opens as a
+// forward under the ledger's forward key or is refused; none of it panics.
 func FuzzOpenSealed(f *testing.F) {
-	a, b, rogue := sealedPair(f, nil)
+	a, b, _ := sealedPair(f, nil)
 	f.Add(a.seal("gw-b", []byte(`{"op":"reserve"}`), ""))
 	f.Add(a.seal("gw-b", []byte(`{}`), "00"))
-	f.Add([]byte(`{"from":"gw-a","to":"gw-b","at":1,"body":{},"sig":"AAAA"}`))
+	f.Add([]byte(`{"from":"gw-a","to":"gw-b","at":1,"body":{},"mac":"AAAA"}`))
 	f.Add([]byte(`{"op":"release","account":"team-a","op_key":"op-1"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := b.open(data, "", "")
 		if err != nil {
 			return
 		}
-		// It opened: so an enrolled key signed exactly this.
-		if s.From != "gw-a" || s.To != "gw-b" || !ed25519.Verify(a.SignKey.Public().(ed25519.PublicKey), s.digest(), s.Sig) {
+		// It opened: so the ledger's forward key authenticated exactly this.
+		if s.To != "gw-b" || !hmac.Equal(s.MAC, macOf(forwardKey, s.digest())) {
 			t.Fatalf("opened %+v", s)
-		}
-		if ed25519.Verify(rogue.Public().(ed25519.PublicKey), s.digest(), s.Sig) {
-			t.Fatal("a rogue signature opened")
 		}
 	})
 }
