@@ -95,6 +95,9 @@ func (g *Gateway) leadBudget(ctx context.Context, id string, off bool) error {
 	if off {
 		return nil
 	}
+	if len(g.Key) == 0 {
+		return errors.New("budget forwarding: no fingerprint key to derive the forward key from")
+	}
 	st, err := g.nats.js.Stream(ctx, budgetLeaseStream)
 	if err != nil {
 		g.log.Warn("no budget lease stream; every gateway decides its own budget commands (run `portcullis streams` as admin)", "err", err)
