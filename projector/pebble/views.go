@@ -35,8 +35,9 @@ var (
 	digestPrefix     = []byte("g/") // stream → running digest up to the checkpoint
 	// 8-byte dispatch deadline (Unix ns, big-endian) + execution id → "",
 	// only while the execution is DISPATCHED, in deadline order: the
-	// deadline sweep scans the overdue prefix of it.
-	dispatchedPrefix = []byte("d/")
+	// deadline sweep scans the overdue prefix of it. (Under "d/" before
+	// index version 1, index.go.)
+	dispatchedPrefix = []byte("dl/")
 	quarantinePrefix = []byte("q/") // stream "/" 8-byte seq → pb.Quarantined
 	// JSON {state number: executions}: how many heads hold an execution in
 	// each state, kept in the batch of the heads it counts.
@@ -108,6 +109,10 @@ func Open(dir string) (*Views, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := v.migrateIndexes(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("views %s: index migration: %w", dir, err)
+	}
 	return v, nil
 }
 
@@ -163,6 +168,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 			}
 		}
 		if err := setDispatched(b, r); err != nil {
+			return err
+		}
+		if err := setIndexes(b, r); err != nil {
 			return err
 		}
 	}
@@ -433,13 +441,17 @@ func decodeHead(subject string, val []byte) (ledger.Head, error) {
 	return ledger.Head{Seq: binary.BigEndian.Uint64(val), Event: ev}, nil
 }
 
-// ListExecutions scans executions by id (ULIDs: time order), newest first.
+// ListExecutions lists executions by id (ULIDs: time order), newest first:
+// from the state index when q names a state, else from the tool index when
+// it names a tool, else from every id (index.go). A page reads about as
+// many heads as it returns (with both a state and a tool, the state's).
 func (v *Views) ListExecutions(ctx context.Context, q ledger.ListQuery) ([]*pb.Execution, string, error) {
-	upper := prefixEnd(execIDPrefix)
+	prefix := listPrefix(q)
+	upper := prefixEnd(prefix)
 	if q.PageToken != "" {
-		upper = key(execIDPrefix, q.PageToken)
+		upper = key(prefix, q.PageToken)
 	}
-	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: execIDPrefix, UpperBound: upper})
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
 	if err != nil {
 		return nil, "", err
 	}

@@ -1,0 +1,145 @@
+package pebble
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/projector"
+	"google.golang.org/protobuf/proto"
+)
+
+// Listing executions by state or by tool reads an index of its own, so a
+// page of a rare state costs a page of reads, not a scan of every head
+// until the page fills. Both indexes sort by execution id within their
+// prefix (ids are ULIDs: a reverse scan lists newest first, as x/ does) and
+// are written in the batch of the heads they index.
+var (
+	stateIndexPrefix = []byte("xs/") // 2-byte state + "/" + execution id → execution subject
+	toolIndexPrefix  = []byte("xt/") // tool + 0x00 + execution id → execution subject
+	// indexVersionKey says which layout of the indexes the views hold
+	// (absent: before the state and tool indexes, when the dispatched index
+	// lived under "d/", which it shared with the budget decisions).
+	indexVersionKey     = []byte("n/index")
+	oldDispatchedPrefix = []byte("d/")
+)
+
+const indexVersion = 1
+
+// migrateBatch bounds one batch of the index migration.
+const migrateBatch = 4096
+
+func stateIndexKey(s pb.State, id string) []byte {
+	k := binary.BigEndian.AppendUint16(append([]byte(nil), stateIndexPrefix...), uint16(s))
+	return append(append(k, '/'), id...)
+}
+
+func toolIndexKey(tool, id string) []byte {
+	k := append(append(append([]byte(nil), toolIndexPrefix...), tool...), 0)
+	return append(k, id...)
+}
+
+// setIndexes keeps the state and tool indexes of one head: a new
+// execution gets both rows, a change of state moves its state row.
+func setIndexes(b *pebble.Batch, r projector.Row) error {
+	cur := r.Event.GetExecutionChanged().GetExecution()
+	if cur == nil {
+		return nil
+	}
+	old := r.Replaced.GetExecutionChanged().GetExecution()
+	if old != nil && old.GetState() == cur.GetState() {
+		return nil
+	}
+	if old != nil {
+		if err := b.Delete(stateIndexKey(old.GetState(), old.GetExecutionId()), nil); err != nil {
+			return err
+		}
+	} else if err := b.Set(toolIndexKey(cur.GetTool(), cur.GetExecutionId()), []byte(r.Subject), nil); err != nil {
+		return err
+	}
+	return b.Set(stateIndexKey(cur.GetState(), cur.GetExecutionId()), []byte(r.Subject), nil)
+}
+
+// listPrefix is the index ListExecutions reads for q: by state, by tool,
+// else every execution by id.
+func listPrefix(q ledger.ListQuery) []byte {
+	switch {
+	case q.State != pb.State_STATE_UNSPECIFIED:
+		return stateIndexKey(q.State, "")
+	case q.Tool != "":
+		return toolIndexKey(q.Tool, "")
+	}
+	return execIDPrefix
+}
+
+// migrateIndexes brings views written before indexVersion to it, once:
+// every head gets its state and tool rows, and the dispatched index moves
+// from "d/" to its own prefix. It is idempotent (an interrupted run is
+// redone on the next open) and commits in bounded batches.
+func (v *Views) migrateIndexes() error {
+	val, closer, err := v.db.Get(indexVersionKey)
+	if err == nil {
+		have := len(val) == 1 && int(val[0]) >= indexVersion
+		closer.Close()
+		if have {
+			return nil
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: headPrefix, UpperBound: prefixEnd(headPrefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	b := v.db.NewBatch()
+	defer func() { b.Close() }()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		val := it.Value()
+		if len(val) < 8 {
+			return fmt.Errorf("view head %s: %w: short row", it.Key(), ledger.ErrCorrupt)
+		}
+		ev := new(pb.Event)
+		if err := proto.Unmarshal(val[8:], ev); err != nil {
+			return fmt.Errorf("view head %s: %w: %v", it.Key(), ledger.ErrCorrupt, err)
+		}
+		x := ev.GetExecutionChanged().GetExecution()
+		if x == nil {
+			continue
+		}
+		subject := it.Key()[len(headPrefix):]
+		if err := b.Set(stateIndexKey(x.GetState(), x.GetExecutionId()), subject, nil); err != nil {
+			return err
+		}
+		if err := b.Set(toolIndexKey(x.GetTool(), x.GetExecutionId()), subject, nil); err != nil {
+			return err
+		}
+		if x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchDeadline() != nil {
+			old := append(append([]byte(nil), oldDispatchedPrefix...), dispatchedKey(x)[len(dispatchedPrefix):]...)
+			if err := b.Delete(old, nil); err != nil {
+				return err
+			}
+			if err := b.Set(dispatchedKey(x), nil, nil); err != nil {
+				return err
+			}
+		}
+		if n++; n%migrateBatch == 0 {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return err
+			}
+			b.Close()
+			b = v.db.NewBatch()
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if err := b.Set(indexVersionKey, []byte{indexVersion}, nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
