@@ -389,7 +389,7 @@ func ForgetOwnSignatures() {
 func CheckSignature(ev *pb.Event, pub ed25519.PublicKey) error {
 	msg := signedMessage(ev)
 	if msg == nil || len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, msg, ev.GetSignature()) {
-		return fmt.Errorf("%w: event %s on %s: signature does not verify with gateway %s's key", ErrCorrupt, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
+		return fmt.Errorf("%w: %w: event %s on %s: signature does not verify with gateway %s's key", ErrCorrupt, ErrBadSignature, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
 	}
 	return nil
 }
@@ -433,7 +433,7 @@ func CheckSignedData(ev *pb.Event, data []byte, keys Keys) error {
 	}
 	msg := signedMessage(ev)
 	if msg == nil {
-		return fmt.Errorf("%w: event %s on %s: its group signature's path does not fit its place in the group", ErrCorrupt, ev.GetEventId(), ev.GetSubject())
+		return fmt.Errorf("%w: %w: event %s on %s: its group signature's path does not fit its place in the group", ErrCorrupt, ErrBadSignature, ev.GetEventId(), ev.GetSubject())
 	}
 	if verified.made(msg, ev.GetSignature(), pubs) {
 		return nil
@@ -444,5 +444,5 @@ func CheckSignedData(ev *pb.Event, data []byte, keys Keys) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: event %s on %s: signature does not verify with gateway %s's enrolled key", ErrCorrupt, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
+	return fmt.Errorf("%w: %w: event %s on %s: signature does not verify with gateway %s's enrolled key", ErrCorrupt, ErrBadSignature, ev.GetEventId(), ev.GetSubject(), ev.GetGatewayId())
 }

@@ -21,6 +21,13 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrCorrupt: an event failed its hash or chain check.
 	ErrCorrupt = errors.New("corrupt event")
+	// ErrBadSignature: an event's signature (its own or its commit
+	// group's) does not verify with its writer's enrolled keys; always
+	// with ErrCorrupt.
+	ErrBadSignature = errors.New("bad signature")
+	// ErrUndecodable: a stored message is not an event at all; always with
+	// ErrCorrupt.
+	ErrUndecodable = errors.New("undecodable")
 	// ErrUnenrolled: an event's writer is not an enrolled gateway.
 	ErrUnenrolled = errors.New("writer not enrolled")
 	// ErrKeysUnavailable: a writer's enrolled keys could not be read now;

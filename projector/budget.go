@@ -148,7 +148,7 @@ func checkBudgetEntry(e Entry, nameOK bool, h keeper.Head, keys ledger.Keys, loa
 	}
 	ev := new(pb.Event)
 	if err := proto.Unmarshal(e.Data, ev); err != nil {
-		return nil, nil, fmt.Errorf("%w: undecodable: %v", ledger.ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: %w: %v", ledger.ErrCorrupt, ledger.ErrUndecodable, err)
 	}
 	if err := ledger.CheckSigned(ev, keys); err != nil {
 		return ev, nil, err

@@ -38,7 +38,7 @@ func (j *journal) apply(_ context.Context, entries []Entry, mark Mark) error {
 		ev := new(pb.Event)
 		var fault error
 		if err := proto.Unmarshal(e.Data, ev); err != nil {
-			ev, fault = nil, fmt.Errorf("%w: undecodable: %v", ledger.ErrCorrupt, err)
+			ev, fault = nil, fmt.Errorf("%w: %w: %v", ledger.ErrCorrupt, ledger.ErrUndecodable, err)
 		} else if ev.GetSubject() != e.Subject {
 			fault = fmt.Errorf("%w: event names subject %s", ledger.ErrCorrupt, ev.GetSubject())
 		} else {

@@ -330,7 +330,7 @@ func (p *executions) apply(ctx context.Context, entries []Entry, mark Mark) erro
 func checkEntry(e Entry, prev *pb.Event, keys ledger.Keys) (*pb.Event, error) {
 	ev := new(pb.Event)
 	if err := proto.Unmarshal(e.Data, ev); err != nil {
-		return nil, fmt.Errorf("%w: undecodable: %v", ledger.ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: %w: %v", ledger.ErrCorrupt, ledger.ErrUndecodable, err)
 	}
 	if ev.GetSubject() != e.Subject {
 		return ev, fmt.Errorf("%w: event names subject %s", ledger.ErrCorrupt, ev.GetSubject())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/portcullis-dev/portcullis/budget"
@@ -107,18 +106,18 @@ func (g *Gateway) quarantined(stream string, reason error) {
 }
 
 // quarantineKind names why a message was quarantined: unenrolled,
-// signature, transition, undecodable or chain (hash, subject, link).
+// signature, transition, undecodable or chain (hash, subject, link, and
+// anything else that breaks the record's rules).
 func quarantineKind(err error) string {
 	var ite *ledger.IllegalTransitionError
-	msg := err.Error()
 	switch {
 	case errors.Is(err, ledger.ErrUnenrolled):
 		return "unenrolled"
 	case errors.As(err, &ite):
 		return "transition"
-	case strings.Contains(msg, "undecodable"), strings.Contains(msg, "decode"):
+	case errors.Is(err, ledger.ErrUndecodable):
 		return "undecodable"
-	case strings.Contains(msg, "signature"), strings.Contains(msg, "signed"):
+	case errors.Is(err, ledger.ErrBadSignature):
 		return "signature"
 	}
 	return "chain"

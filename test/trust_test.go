@@ -215,6 +215,13 @@ func TestForgedResultIsQuarantined(t *testing.T) {
 	if n := len(inv.Msg.GetTimeline()); n != 5 { // accepted, dispatched, attached, result, attached
 		t.Fatalf("timeline of %d steps: %v", n, inv.Msg.GetTimeline())
 	}
+	// The metrics count each by its kind.
+	fams := scrape(t, g)
+	for _, reason := range []string{"signature", "unenrolled", "undecodable", "chain"} {
+		if v, _ := sample(t, fams, "portcullis_quarantined_events_total", map[string]string{"stream": "PORTCULLIS_EXECUTIONS", "reason": reason}); v != 1 {
+			t.Errorf("quarantined with reason %s: %v, want 1", reason, v)
+		}
+	}
 	out, err := exec.Command(binary, "audit", "quarantine", "--addr", "http://"+g.Addr).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "4 quarantined") || !strings.Contains(string(out), `(claims "gw-evil")`) {
 		t.Fatalf("audit quarantine: %v\n%s", err, out)
