@@ -18,8 +18,8 @@ import (
 // prefix (ids are ULIDs: a reverse scan lists newest first, as x/ does) and
 // are written in the batch of the heads they index.
 var (
-	stateIndexPrefix = []byte("xs/") // 2-byte state + "/" + execution id → execution subject
-	toolIndexPrefix  = []byte("xt/") // tool + 0x00 + execution id → execution subject
+	stateIndexPrefix = []byte("xs/") // 2-byte state + "/" + execution id → "" (x/ has the subject)
+	toolIndexPrefix  = []byte("xt/") // tool + 0x00 + execution id → ""
 	// indexVersionKey says which layout of the indexes the views hold
 	// (absent: before the state and tool indexes, when the dispatched index
 	// lived under "d/", which it shared with the budget decisions).
@@ -57,10 +57,10 @@ func setIndexes(b *pebble.Batch, r projector.Row) error {
 		if err := b.Delete(stateIndexKey(old.GetState(), old.GetExecutionId()), nil); err != nil {
 			return err
 		}
-	} else if err := b.Set(toolIndexKey(cur.GetTool(), cur.GetExecutionId()), []byte(r.Subject), nil); err != nil {
+	} else if err := b.Set(toolIndexKey(cur.GetTool(), cur.GetExecutionId()), nil, nil); err != nil {
 		return err
 	}
-	return b.Set(stateIndexKey(cur.GetState(), cur.GetExecutionId()), []byte(r.Subject), nil)
+	return b.Set(stateIndexKey(cur.GetState(), cur.GetExecutionId()), nil, nil)
 }
 
 // listPrefix is the index ListExecutions reads for q: by state, by tool,
@@ -111,11 +111,10 @@ func (v *Views) migrateIndexes() error {
 		if x == nil {
 			continue
 		}
-		subject := it.Key()[len(headPrefix):]
-		if err := b.Set(stateIndexKey(x.GetState(), x.GetExecutionId()), subject, nil); err != nil {
+		if err := b.Set(stateIndexKey(x.GetState(), x.GetExecutionId()), nil, nil); err != nil {
 			return err
 		}
-		if err := b.Set(toolIndexKey(x.GetTool(), x.GetExecutionId()), subject, nil); err != nil {
+		if err := b.Set(toolIndexKey(x.GetTool(), x.GetExecutionId()), nil, nil); err != nil {
 			return err
 		}
 		if x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchDeadline() != nil {

@@ -458,7 +458,13 @@ func (v *Views) ListExecutions(ctx context.Context, q ledger.ListQuery) ([]*pb.E
 	defer it.Close()
 	var out []*pb.Execution
 	for ok := it.Last(); ok; ok = it.Prev() {
-		h, err := v.Head(ctx, string(it.Value()))
+		subject := string(it.Value())
+		if !bytes.Equal(prefix, execIDPrefix) { // an index row: the id is in the key
+			if subject, err = v.ExecutionSubject(ctx, string(it.Key()[len(prefix):])); err != nil {
+				return nil, "", err
+			}
+		}
+		h, err := v.Head(ctx, subject)
 		if err != nil {
 			return nil, "", err
 		}
