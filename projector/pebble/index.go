@@ -3,13 +3,11 @@ package pebble
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
-	"google.golang.org/protobuf/proto"
 )
 
 // Listing executions by state or by tool reads an index of its own, so a
@@ -90,55 +88,45 @@ func (v *Views) migrateIndexes() error {
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return err
 	}
-	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: headPrefix, UpperBound: prefixEnd(headPrefix)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
 	b := v.db.NewBatch()
 	defer func() { b.Close() }()
 	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		val := it.Value()
-		if len(val) < 8 {
-			return fmt.Errorf("view head %s: %w: short row", it.Key(), ledger.ErrCorrupt)
+	var werr error
+	err = v.EachExecution(func(x *pb.Execution) {
+		if werr == nil {
+			werr = migrateOne(b, x)
 		}
-		ev := new(pb.Event)
-		if err := proto.Unmarshal(val[8:], ev); err != nil {
-			return fmt.Errorf("view head %s: %w: %v", it.Key(), ledger.ErrCorrupt, err)
-		}
-		x := ev.GetExecutionChanged().GetExecution()
-		if x == nil {
-			continue
-		}
-		if err := b.Set(stateIndexKey(x.GetState(), x.GetExecutionId()), nil, nil); err != nil {
-			return err
-		}
-		if err := b.Set(toolIndexKey(x.GetTool(), x.GetExecutionId()), nil, nil); err != nil {
-			return err
-		}
-		if x.GetState() == pb.State_STATE_DISPATCHED && x.GetDispatchDeadline() != nil {
-			old := append(append([]byte(nil), oldDispatchedPrefix...), dispatchedKey(x)[len(dispatchedPrefix):]...)
-			if err := b.Delete(old, nil); err != nil {
-				return err
-			}
-			if err := b.Set(dispatchedKey(x), nil, nil); err != nil {
-				return err
+		if n++; werr == nil && n%migrateBatch == 0 {
+			if werr = b.Commit(pebble.NoSync); werr == nil {
+				b.Close()
+				b = v.db.NewBatch()
 			}
 		}
-		if n++; n%migrateBatch == 0 {
-			if err := b.Commit(pebble.NoSync); err != nil {
-				return err
-			}
-			b.Close()
-			b = v.db.NewBatch()
-		}
-	}
-	if err := it.Error(); err != nil {
+	})
+	if err = errors.Join(err, werr); err != nil {
 		return err
 	}
 	if err := b.Set(indexVersionKey, []byte{indexVersion}, nil); err != nil {
 		return err
 	}
 	return b.Commit(pebble.Sync)
+}
+
+// migrateOne writes one execution's index rows into b and moves its
+// dispatched row from the old prefix.
+func migrateOne(b *pebble.Batch, x *pb.Execution) error {
+	if err := b.Set(stateIndexKey(x.GetState(), x.GetExecutionId()), nil, nil); err != nil {
+		return err
+	}
+	if err := b.Set(toolIndexKey(x.GetTool(), x.GetExecutionId()), nil, nil); err != nil {
+		return err
+	}
+	if x.GetState() != pb.State_STATE_DISPATCHED || x.GetDispatchDeadline() == nil {
+		return nil
+	}
+	old := append(append([]byte(nil), oldDispatchedPrefix...), dispatchedKey(x)[len(dispatchedPrefix):]...)
+	if err := b.Delete(old, nil); err != nil {
+		return err
+	}
+	return b.Set(dispatchedKey(x), nil, nil)
 }
