@@ -83,19 +83,6 @@ func (m outMsg) checked() string {
 	return m.subject
 }
 
-// occupies lists what a message touches, for keeping two messages that
-// could affect one condition out of the same batch (the server checks a
-// condition against the stream before the batch, and caches a filter's
-// answer within it): its subject, that subject's parent filter ("a.b.c"
-// lies under "a.b.*"), and the subject filter its condition reads.
-func (m outMsg) occupies() [3]string {
-	parent := m.subject
-	if i := strings.LastIndexByte(parent, '.'); i >= 0 {
-		parent = parent[:i] + ".*"
-	}
-	return [3]string{m.subject, parent, m.checked()}
-}
-
 // decision is one caller's append: all its messages land together or not at all.
 type decision struct {
 	ctx  context.Context
@@ -129,7 +116,7 @@ type committer struct {
 	signKey     ed25519.PrivateKey
 
 	busyMu sync.Mutex
-	busy   map[string]struct{} // subjects in a batch in flight
+	busy   claims // what the group being built and the groups in flight touch (claims.go)
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -156,7 +143,7 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 	}
 	c := &committer{
 		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signKey: opt.GroupSignKey,
-		known: knownSeqs{m: make(map[string]uint64)}, busy: make(map[string]struct{}), quit: make(chan struct{}),
+		known: knownSeqs{m: make(map[string]uint64)}, busy: newClaims(), quit: make(chan struct{}),
 	}
 	c.wg.Add(1)
 	go c.run()
@@ -309,17 +296,13 @@ func (c *committer) collect(carry []*decision) (batch, held []*decision) {
 			return
 		}
 		for _, m := range d.msgs {
-			for _, k := range m.occupies() {
-				if _, taken := c.busy[k]; taken {
-					held = append(held, d)
-					return
-				}
+			if !c.busy.free(m) {
+				held = append(held, d)
+				return
 			}
 		}
 		for _, m := range d.msgs {
-			for _, k := range m.occupies() {
-				c.busy[k] = struct{}{}
-			}
+			c.busy.take(m)
 		}
 		n += len(d.msgs)
 		batch = append(batch, d)
@@ -342,9 +325,7 @@ func (c *committer) release(batch []*decision) {
 	c.busyMu.Lock()
 	for _, d := range batch {
 		for _, m := range d.msgs {
-			for _, k := range m.occupies() {
-				delete(c.busy, k)
-			}
+			c.busy.release(m)
 		}
 	}
 	c.busyMu.Unlock()
@@ -413,9 +394,8 @@ func (c *committer) commit(batch []*decision, attempt int) {
 			seqs := make([]uint64, len(d.msgs))
 			for i, m := range d.msgs {
 				seqs[i] = seq
-				o := m.occupies()
-				c.known.landed(o[0], seq)
-				c.known.landed(o[1], seq) // the parent filter moved too
+				c.known.landed(m.subject, seq)
+				c.known.landed(parentFilter(m.subject), seq) // the parent filter moved too
 				seq++
 			}
 			d.finish(seqs, nil)
