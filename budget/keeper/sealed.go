@@ -56,7 +56,7 @@ type sealed struct {
 	MAC  []byte          `json:"mac"`           // HMAC-SHA256 of digest() under the forward key
 }
 
-// Signature labels keep a signature over one kind of record from being
+// Labels keep a MAC or a signature over one kind of record from being
 // taken for another's (or for an event's).
 const (
 	labelForward = "portcullis budget forward v1"
@@ -66,7 +66,7 @@ const (
 	labelForwardKey = "portcullis budget forward key v1"
 )
 
-// digest is what a sealed message's signature covers.
+// digest is what a sealed message's MAC covers.
 func (s *sealed) digest() []byte {
 	label := labelForward
 	if s.For != "" {
@@ -76,7 +76,8 @@ func (s *sealed) digest() []byte {
 	return digestOf(label, s.From, s.To, s.For, string(body[:]), s.At)
 }
 
-// digestOf hashes its parts, each length-prefixed, then n.
+// digestOf hashes the label and its parts: strings length-prefixed,
+// integers as 8 bytes.
 func digestOf(label string, parts ...any) []byte {
 	h := sha256.New()
 	var n [8]byte
