@@ -613,15 +613,15 @@ func (s *Service) landed(ctx context.Context, m Message, appendErr error) ([]uin
 
 // seal seals ev after prevHash and signs it with the Service's own key,
 // if it has one (else the log's committer signs its group). It returns
-// the event's encoding for Message.Data, or nil when a signature made
-// the sealed encoding stale.
+// the event's encoding for Message.Data, or nil when the Service signs
+// (the signature is not in the sealed encoding: the log marshals ev).
 func (s *Service) seal(ev *pb.Event, prevHash []byte) []byte {
-	data := SealEncoded(ev, prevHash)
 	if s.signKey != nil {
+		Seal(ev, prevHash)
 		Sign(ev, s.signKey)
 		return nil
 	}
-	return data
+	return SealEncoded(ev, prevHash)
 }
 
 func (s *Service) event(t pb.EventType, subject, executionID string, now time.Time) *pb.Event {

@@ -242,9 +242,9 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 // where there is no execution in it.
 func executionStates(counts map[pb.State]int64) map[string]float64 {
 	states := map[string]float64{}
-	for v, name := range pb.State_name {
+	for v := range pb.State_name {
 		if v != int32(pb.State_STATE_UNSPECIFIED) {
-			states[strings.ToLower(strings.TrimPrefix(name, "STATE_"))] = 0
+			states[StateName(pb.State(v))] = 0
 		}
 	}
 	for s, n := range counts {
