@@ -143,7 +143,7 @@ func TestLeaseSignature(t *testing.T) {
 	}
 }
 
-func TestRefusedForwardIsDecidedByTheSender(t *testing.T) {
+func TestForwardWithoutTheKeyIsRefused(t *testing.T) {
 	a, b, _ := sealedPair(t, nil)
 	// A forward under gw-a's name without the ledger's key: gw-b refuses
 	// it, decides nothing, and answers its claimed sender with a refusal

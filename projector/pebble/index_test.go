@@ -166,12 +166,7 @@ func TestListExecutionsByStateAndTool(t *testing.T) {
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if v, err = Open(dir); err != nil {
-		t.Fatal(err)
-	}
+	v = reopen(t, v, dir)
 	defer v.Close()
 	check("migrated")
 	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: oldDispatchedPrefix, UpperBound: prefixEnd(oldDispatchedPrefix)})

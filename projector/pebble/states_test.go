@@ -72,26 +72,29 @@ func TestExecutionStatesCounted(t *testing.T) {
 	want := map[pb.State]int64{pb.State_STATE_ACCEPTED: 2, pb.State_STATE_DISPATCHED: 1, pb.State_STATE_OUTCOME_UNKNOWN: 1}
 	check(want)
 
-	if err := v.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if v, err = Open(dir); err != nil {
-		t.Fatal(err)
-	}
+	v = reopen(t, v, dir)
 	check(want)
 
 	// Views written before the counts were kept: recounted at open.
 	if err := v.db.Delete(statesKey, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if v, err = Open(dir); err != nil {
-		t.Fatal(err)
-	}
+	v = reopen(t, v, dir)
 	defer v.Close()
 	check(want)
 	write("S", map[string]*pb.Event{"c": exec("c", pb.State_STATE_DELIVERED)})
 	check(map[pb.State]int64{pb.State_STATE_ACCEPTED: 1, pb.State_STATE_DISPATCHED: 1, pb.State_STATE_OUTCOME_UNKNOWN: 1, pb.State_STATE_DELIVERED: 1})
+}
+
+// reopen closes the views and opens them again from dir.
+func reopen(t *testing.T, v *Views, dir string) *Views {
+	t.Helper()
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
