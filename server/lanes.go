@@ -75,6 +75,11 @@ func (n *natsConn) ensureLanes(ctx context.Context, replicas int, lanes ledger.L
 	if len(cfgs) == 0 {
 		return nil
 	}
+	if n.server != nil {
+		if c := n.server.JetStreamConfig(); c != nil && c.SyncAlways {
+			RaiseProcsForFsync(lg) // several streams fsync here at once
+		}
+	}
 	js := n.js
 	if n.server != nil && n.role != natsauth.Admin {
 		nc, err := n.connectEmbedded(natsauth.Admin, lg)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -68,6 +69,9 @@ func (g *gw) close() {
 	defer cancel()
 	g.Close(ctx)
 	_ = os.RemoveAll(g.dir)
+	// A gateway of several shards raised the processors
+	// (server.RaiseProcsForFsync): the next cell starts as a fresh process would.
+	runtime.GOMAXPROCS(server.StartProcs)
 }
 
 // execShards is the execution shard count of every benchmark ledger

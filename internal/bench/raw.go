@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/nats-io/nats.go"
 	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
+	"github.com/portcullis-dev/portcullis/server"
 )
 
 // rawCeiling is the raw JetStream ceiling measured the way the ledger uses
@@ -25,6 +27,9 @@ func rawCeiling(shards int, mode benchkit.Mode) workload {
 		if err != nil {
 			g.close()
 			return nil, nil, err
+		}
+		if shards > 1 {
+			server.RaiseProcsForFsync(slog.New(slog.DiscardHandler)) // as a gateway of that many shards
 		}
 		r, err := benchkit.NewRaw(ctx, nc, shards, callers, mode)
 		if err != nil {

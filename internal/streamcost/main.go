@@ -2,23 +2,29 @@
 // this machine's disk, the way the ledger's committer makes them: a plain
 // compare-and-set publish, an atomic batch of n messages, and n plain
 // publishes in flight at once (embedded server in a temp dir, fsync on
-// every write). It prints medians. With -plain it only sends plain
-// publishes one after another for that long, for watching the system
-// calls:
+// every write, as the gateway runs it). It prints
+// medians. With -streams it measures how several streams' publishes go
+// in parallel, against as many bare files' fsyncs. With -plain it only
+// sends plain publishes one after another for that long, for watching
+// the system calls:
 //
 //	go run ./internal/streamcost
+//	go run ./internal/streamcost -streams 1,4,16
 //	go build -o /tmp/streamcost ./internal/streamcost && strace -f -c -e trace=fsync,fdatasync,write,pwrite64 /tmp/streamcost -plain 2s
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -31,27 +37,155 @@ func main() {
 	plain := flag.Duration("plain", 0, "only send plain publishes one after another for this long (for strace)")
 	size := flag.Int("size", 700, "bytes per message (a signed event is 500–900)")
 	rounds := flag.Int("rounds", 100, "batches per size measured")
+	streams := flag.String("streams", "", "instead: plain publishes from one caller per stream for 2 s, over these stream counts (comma-separated), one shared connection and one per stream; then the same counts of bare files, one writer each appending and fsyncing")
+	flag.BoolVar(&noSublistCache, "no-sublist-cache", false, "run the server without its subject match cache (the gateway's embedded server runs with it)")
 	flag.Parse()
+	if *streams != "" {
+		if err := parallel(*streams, *size); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if err := run(*plain, *size, *rounds); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(plainFor time.Duration, size, rounds int) error {
+var noSublistCache bool
+
+// server starts the embedded server (sync always) in a temp dir; stop
+// shuts it down and removes the dir.
+func server() (ns *natsserver.Server, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "streamcost")
 	if err != nil {
-		return err
+		return nil, nil, err
+	}
+	ns, err = natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, SyncAlways: true, NoSublistCache: noSublistCache})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	ns.Start()
+	stop = func() { ns.Shutdown(); os.RemoveAll(dir) }
+	if !ns.ReadyForConnections(10 * time.Second) {
+		stop()
+		return nil, nil, fmt.Errorf("nats not ready")
+	}
+	return ns, stop, nil
+}
+
+// parallel measures plain compare-and-set publishes from one caller per
+// stream, each waiting for its acknowledgement, for 2 s: how far several
+// streams' fsyncs go in parallel at the server.
+func parallel(counts string, size int) error {
+	payload := make([]byte, size)
+	for _, f := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-streams: %q is not a stream count", f)
+		}
+		for _, perStream := range []bool{false, true} {
+			ns, stop, err := server()
+			if err != nil {
+				return err
+			}
+			conns := make([]*nats.Conn, n)
+			for i := range conns {
+				if i == 0 || perStream {
+					if conns[i], err = nats.Connect(ns.ClientURL()); err != nil {
+						stop()
+						return err
+					}
+				} else {
+					conns[i] = conns[0]
+				}
+				js, _ := jetstream.New(conns[i])
+				if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "S" + strconv.Itoa(i), Subjects: []string{fmt.Sprintf("s%d.>", i)}, Storage: jetstream.FileStorage}); err != nil {
+					stop()
+					return err
+				}
+			}
+			var ops atomic.Int64
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			until := time.Now().Add(2 * time.Second)
+			for i := range n {
+				wg.Go(func() {
+					for time.Now().Before(until) {
+						m := &nats.Msg{Subject: fmt.Sprintf("s%d.%s", i, nuid.Next()), Data: payload, Header: nats.Header{"Nats-Expected-Last-Subject-Sequence": {"0"}}}
+						if _, err := conns[i].RequestMsg(m, 5*time.Second); err != nil {
+							errs[i] = err
+							return
+						}
+						ops.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			for _, c := range conns {
+				c.Close()
+			}
+			stop()
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			how := "one connection"
+			if perStream {
+				how = "a connection per stream"
+			}
+			fmt.Printf("%2d streams, %-24s %6d publishes/s\n", n, how, ops.Load()/2)
+		}
+		rate, err := fsyncFiles(n, payload)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%2d bare files, one writer each      %6d fsyncs/s\n", n, rate)
+	}
+	return nil
+}
+
+// fsyncFiles appends payload to each of n files and fsyncs it, one writer
+// per file, for 2 s: what the disk gives that many streams' stores.
+func fsyncFiles(n int, payload []byte) (int64, error) {
+	dir, err := os.MkdirTemp("", "streamcost")
+	if err != nil {
+		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, SyncAlways: true})
+	var ops atomic.Int64
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	until := time.Now().Add(2 * time.Second)
+	for i := range n {
+		f, err := os.Create(fmt.Sprintf("%s/%d", dir, i))
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		wg.Go(func() {
+			for time.Now().Before(until) {
+				if _, err := f.Write(payload); err != nil {
+					errs[i] = err
+					return
+				}
+				if err := f.Sync(); err != nil {
+					errs[i] = err
+					return
+				}
+				ops.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return ops.Load() / 2, errors.Join(errs...)
+}
+
+func run(plainFor time.Duration, size, rounds int) error {
+	ns, stop, err := server()
 	if err != nil {
 		return err
 	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		return fmt.Errorf("nats not ready")
-	}
+	defer stop()
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		return err
