@@ -152,7 +152,6 @@ func openNATSAs(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, erro
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats: %w", err)
 		}
-
 		ns.Start()
 		if !ns.ReadyForConnections(natsReadyWaitMax) {
 			ns.Shutdown()
