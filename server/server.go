@@ -281,14 +281,15 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err := g.nats.ensureLanes(ctx, replicas, g.Lanes, g.log); err != nil {
 		return nil, err
 	}
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSignKey: signKey})
+	signer := ljs.NewGroupSigner(signKey) // one for every lane: groups signed at once share a signature
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer})
 	if err != nil {
 		return nil, err
 	}
 	g.laneLogs = []*ljs.Log{g.jsLog}
 	for k := 1; k < g.Lanes.Count(); k++ {
 		name := ledger.LaneStream(k)
-		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSignKey: signKey})
+		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSigner: signer})
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,7 +112,7 @@ type committer struct {
 	known       knownSeqs
 	log         *slog.Logger
 	onCommit    func(messages int, took time.Duration)
-	signKey     ed25519.PrivateKey
+	signer      *GroupSigner // nil: events come signed
 
 	busyMu sync.Mutex
 	busy   claims // what the group being built and the groups in flight touch (claims.go)
@@ -142,8 +141,11 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 		ackWait = AckWaitMax
 	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signKey: opt.GroupSignKey,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signer: opt.GroupSigner,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: newClaims(), quit: make(chan struct{}),
+	}
+	if c.signer == nil {
+		c.signer = NewGroupSigner(opt.GroupSignKey)
 	}
 	c.wg.Add(1)
 	go c.run()
@@ -333,7 +335,8 @@ func (c *committer) release(batch []*decision) {
 
 // sign gives the batch's unsigned events one group signature: a batch
 // is one commit group, whether it goes out as one atomic batch or as
-// pipelined publishes.
+// pipelined publishes (groups of other logs that share the signer may
+// share the signature).
 func (c *committer) sign(batch []*decision) {
 	var hashes [][]byte
 	for _, d := range batch {
@@ -346,8 +349,7 @@ func (c *committer) sign(batch []*decision) {
 	if len(hashes) == 0 {
 		return
 	}
-	gs := ledger.SignGroup(c.signKey, hashes)
-	i := 0
+	gs, i := c.signer.sign(hashes)
 	for _, d := range batch {
 		for j := range d.msgs {
 			if m := &d.msgs[j]; m.unsigned != nil {

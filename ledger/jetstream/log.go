@@ -51,6 +51,10 @@ type Options struct {
 	// signature once per commit group (ledger.SignGroup): one Ed25519
 	// signature over the group's Merkle root instead of one per event.
 	GroupSignKey ed25519.PrivateKey
+	// GroupSigner, when set, signs the commit groups instead of a signer of
+	// this log's own with GroupSignKey: several logs sharing one (a sharded
+	// ledger's lanes) share signatures between groups made at once.
+	GroupSigner *GroupSigner
 }
 
 // Open ensures the stream and starts the group committer. Close stops it.
@@ -95,7 +99,7 @@ func (l *Log) Append(ctx context.Context, msgs ...ledger.Message) ([]uint64, err
 			return nil, fmt.Errorf("append %s: a following message must come right after one on its subject", m.Subject)
 		}
 		d.msgs[i] = outMsg{subject: m.Subject, check: m.CheckSubject, expected: m.ExpectedSeq, follows: m.Follows, data: data}
-		if l.c.signKey != nil && len(m.Event.GetSignature()) == 0 {
+		if l.c.signer != nil && len(m.Event.GetSignature()) == 0 {
 			d.msgs[i].unsigned = m.Event.GetHash()
 		}
 	}
