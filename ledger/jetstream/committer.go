@@ -223,12 +223,15 @@ func (c *committer) run() {
 					plains += len(group)
 					go func() {
 						c.sign(group)
-						for _, d := range group {
+						last := len(group) - 1
+						for _, d := range group[:last] {
 							go func() {
 								c.commit([]*decision{d}, 0)
 								done <- sent{batch: []*decision{d}, plain: true}
 							}()
 						}
+						c.commit(group[last:], 0) // the last one here: one goroutine less per lone decision
+						done <- sent{batch: group[last:], plain: true}
 					}()
 				}
 				continue
