@@ -14,8 +14,9 @@ import (
 // runtime's monitor takes it back: with one processor per core, the other
 // shards' loops, the readers and the callers wait behind one shard's
 // fsync while the cores idle. Of 1, 2, 4 and 8 per core (two cores), 2
-// measured best; one shard gains nothing from it and spends more CPU on
-// idle processors at one caller, so it keeps the runtime's count
+// gave 16 shards as much as 4 or 8; one shard gains nothing from it and
+// spends more CPU on idle processors at one caller, so it keeps the
+// runtime's count
 // (docs/performance.md, "Processors and fsync").
 const fsyncProcsFactor = 2
 
