@@ -32,15 +32,28 @@ import (
 // DELIVERED is never on a response's path: evidence queues the executions
 // it proves, and one marker goroutine (running while the queue is not
 // empty) appends what is queued as one group, every execution's DELIVERED
-// submitted at once so the ledger's committer commits them together. A
-// crash before a group lands leaves COMPLETED_RESULT_NOT_DELIVERED, whose
-// retry gets the stored result.
+// submitted at once so the ledger's committer commits them together. It
+// lets a group gather first (deliveredLinger, or until deliveredGather
+// are queued): the stream commits one write at a time, so a DELIVERED
+// appended on its own, the moment the agent's next call arrives, held
+// that call's first append for an fsync. A crash before a group lands
+// leaves COMPLETED_RESULT_NOT_DELIVERED, whose retry gets the stored
+// result.
 const (
 	// maxAwaiting bounds the sessions and connections with completed
 	// responses awaiting evidence; beyond it the oldest are forgotten (their
 	// executions stay COMPLETED_RESULT_NOT_DELIVERED, the safe side).
 	maxAwaiting      = 1 << 16
 	markDeliveredMax = 10 * time.Second
+	// deliveredLinger is how long the oldest queued evidence waits for
+	// deliveredGather to join its group. One agent calling in a loop
+	// (the case it is for) queues about one per call, so the group
+	// commits as one atomic batch instead of one fsync per call, each of
+	// which held that agent's next call (measured in docs/mcp.md). A
+	// larger gather holds the stream longer for its batch: the calls
+	// that arrive meanwhile wait for it.
+	deliveredLinger = 50 * time.Millisecond
+	deliveredGather = 16
 	// maxDeliveredGroup bounds the DELIVERED appends submitted together.
 	maxDeliveredGroup = 64
 	// maxMarksQueued bounds the executions awaiting their DELIVERED
@@ -65,6 +78,7 @@ type arrival struct {
 // mark is one execution that evidence says its agent received.
 type mark struct {
 	actor, id, evidence string
+	at                  time.Time // when the evidence was queued
 }
 
 // delivery tracks which responses carried which results, and records
@@ -82,6 +96,8 @@ type delivery struct {
 	marking  bool                // the marker goroutine is running
 	closed   bool                // the gateway is closing: no new marks
 	idle     *sync.Cond          // signalled when the marker ends
+	wake     *sync.Cond          // signalled when a lingering group has gathered or the gateway closes
+	linger   time.Duration       // deliveredLinger (tests shorten or stretch it)
 	// onGroup, when set (tests), hears the size of every group the marker
 	// submits.
 	onGroup func(n int)
@@ -97,6 +113,8 @@ type deliveryLedger interface {
 func newDelivery(l deliveryLedger, log *slog.Logger) *delivery {
 	d := &delivery{ledger: l, log: log, open: map[string]bool{}, pending: map[string][]string{}, awaiting: map[string]awaiting{}, arrivals: map[string]arrival{}}
 	d.idle = sync.NewCond(&d.mu)
+	d.wake = sync.NewCond(&d.mu)
+	d.linger = deliveredLinger
 	return d
 }
 
@@ -110,6 +128,7 @@ func (d *delivery) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
+	d.wake.Broadcast()
 	if n := len(d.marks); n > 0 {
 		d.log.Info("closing: delivery evidence not appended; those executions stay COMPLETED_RESULT_NOT_DELIVERED", "executions", n)
 		d.marks = nil
@@ -280,6 +299,7 @@ func carriedExecution(data []byte) []string {
 // delivery, and leaves anything else alone. It never blocks on the ledger.
 func (d *delivery) mark(_ context.Context, actor string, ids []string, evidence string) {
 	dropped := 0
+	now := time.Now()
 	d.mu.Lock()
 	for _, id := range ids {
 		if ledger.ValidateExecutionID(id) != nil {
@@ -292,11 +312,14 @@ func (d *delivery) mark(_ context.Context, actor string, ids []string, evidence 
 			dropped++
 			continue
 		}
-		d.marks = append(d.marks, mark{actor: actor, id: id, evidence: evidence})
+		d.marks = append(d.marks, mark{actor: actor, id: id, evidence: evidence, at: now})
 	}
 	start := !d.marking && len(d.marks) > 0
 	if start {
 		d.marking = true
+	}
+	if len(d.marks) >= deliveredGather {
+		d.wake.Broadcast()
 	}
 	d.mu.Unlock()
 	if dropped > 0 {
@@ -308,12 +331,14 @@ func (d *delivery) mark(_ context.Context, actor string, ids []string, evidence 
 }
 
 // marker appends the queued DELIVERED events, a group at a time: what is
-// queued when the previous group landed (maxDeliveredGroup at most), so
-// the group grows with the load and nothing waits for it to fill. It ends
-// when the queue is empty.
+// queued (maxDeliveredGroup at most) once deliveredGather are queued or
+// the oldest has lingered d.linger, so the group grows with the load and
+// no evidence waits longer than the linger and one group's append. It
+// ends when the queue is empty.
 func (d *delivery) marker() {
 	for {
 		d.mu.Lock()
+		d.gather()
 		n := min(len(d.marks), maxDeliveredGroup)
 		if n == 0 {
 			d.marking = false
@@ -344,6 +369,25 @@ func (d *delivery) marker() {
 		}
 		wg.Wait()
 		cancel()
+	}
+}
+
+// gather waits (d.mu held, released while waiting) until the oldest
+// queued mark has lingered d.linger, deliveredGather are queued, or the
+// gateway closes.
+func (d *delivery) gather() {
+	for !d.closed && len(d.marks) > 0 && len(d.marks) < deliveredGather {
+		wait := d.linger - time.Since(d.marks[0].at)
+		if wait <= 0 {
+			return
+		}
+		t := time.AfterFunc(wait, func() {
+			d.mu.Lock()
+			d.wake.Broadcast()
+			d.mu.Unlock()
+		})
+		d.wake.Wait()
+		t.Stop()
 	}
 }
 

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -66,4 +67,60 @@ func TestDeliveryCloseWaitsForTheMarker(t *testing.T) {
 	if n := l.late.Load(); n != 0 {
 		t.Fatalf("%d DELIVERED appends started after close", n)
 	}
+}
+
+// countingLedger answers every Transition at once and counts them.
+type countingLedger struct{ n atomic.Int32 }
+
+func (c *countingLedger) Transition(context.Context, ledger.Change) (*pb.Execution, error) {
+	c.n.Add(1)
+	return &pb.Execution{}, nil
+}
+
+func (c *countingLedger) Get(context.Context, string) (*pb.Execution, error) {
+	return &pb.Execution{}, nil
+}
+
+// Evidence lingers until deliveredGather are queued (or the oldest has
+// waited the linger): one agent calling in a loop queues one a call, and
+// each appended alone held the agent's next call for an fsync.
+func TestDeliveryGathersAGroup(t *testing.T) {
+	l := &countingLedger{}
+	d := newDelivery(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.linger = time.Hour
+	groups := make(chan int, 8)
+	d.onGroup = func(n int) { groups <- n }
+	id := func(i int) string { return fmt.Sprintf("act_01J4K8J7DX7V00000000000%03d", i) }
+	for i := range deliveredGather - 1 {
+		d.mark(context.Background(), "agent-7", []string{id(i)}, "acknowledged by the agent")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := l.n.Load(); n != 0 {
+		t.Fatalf("%d DELIVERED appended before the group was full or had lingered", n)
+	}
+	d.mark(context.Background(), "agent-7", []string{id(deliveredGather)}, "acknowledged by the agent")
+	select {
+	case n := <-groups:
+		if n != deliveredGather {
+			t.Fatalf("first group of %d, want %d", n, deliveredGather)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a full group was not appended")
+	}
+	d.close()
+	if n := l.n.Load(); n != deliveredGather {
+		t.Fatalf("%d DELIVERED appended, want %d", n, deliveredGather)
+	}
+
+	// A lone mark is appended once it has lingered.
+	l2 := &countingLedger{}
+	d2 := newDelivery(l2, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d2.linger = 10 * time.Millisecond
+	d2.mark(context.Background(), "agent-7", []string{id(1)}, "acknowledged by the agent")
+	for stop := time.Now().Add(5 * time.Second); l2.n.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(stop) {
+			t.Fatal("a lone mark was never appended")
+		}
+	}
+	d2.close()
 }
