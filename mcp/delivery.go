@@ -95,6 +95,7 @@ type delivery struct {
 	marks    []mark              // evidence awaiting its DELIVERED append
 	marking  bool                // the marker goroutine is running
 	closed   bool                // the gateway is closing: no new marks
+	closeBy  time.Time           // when closing, the end of the marker's last appends
 	idle     *sync.Cond          // signalled when the marker ends
 	wake     *sync.Cond          // signalled when a lingering group has gathered or the gateway closes
 	linger   time.Duration       // deliveredLinger (tests shorten or stretch it)
@@ -118,21 +119,22 @@ func newDelivery(l deliveryLedger, log *slog.Logger) *delivery {
 	return d
 }
 
-// close stops taking evidence and waits for the marker's group in flight
-// (each append bounded by markDeliveredMax), so no DELIVERED is appended
-// after the gateway closes its ledger. Marks still queued are dropped:
-// those executions stay COMPLETED_RESULT_NOT_DELIVERED, the safe side (a
+// close stops taking evidence and lets the marker append what is queued,
+// the lingering group included, without waiting for more (all of it
+// bounded by markDeliveredMax), so a gateway stopped on purpose records
+// the evidence it saw. It returns when the marker ended: no DELIVERED is
+// appended after the gateway closes its ledger. What could not be
+// appended in time stays COMPLETED_RESULT_NOT_DELIVERED, the safe side (a
 // retry gets the stored result; the next evidence on any gateway
-// delivers them).
+// delivers it).
 func (d *delivery) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.closed = true
-	d.wake.Broadcast()
-	if n := len(d.marks); n > 0 {
-		d.log.Info("closing: delivery evidence not appended; those executions stay COMPLETED_RESULT_NOT_DELIVERED", "executions", n)
-		d.marks = nil
+	if !d.closed {
+		d.closed = true
+		d.closeBy = time.Now().Add(markDeliveredMax)
 	}
+	d.wake.Broadcast()
 	for d.marking {
 		d.idle.Wait()
 	}
@@ -339,6 +341,10 @@ func (d *delivery) marker() {
 	for {
 		d.mu.Lock()
 		d.gather()
+		if d.closed && len(d.marks) > 0 && !time.Now().Before(d.closeBy) {
+			d.log.Info("closing: delivery evidence not appended in time; those executions stay COMPLETED_RESULT_NOT_DELIVERED", "executions", len(d.marks))
+			d.marks = nil
+		}
 		n := min(len(d.marks), maxDeliveredGroup)
 		if n == 0 {
 			d.marking = false
@@ -349,11 +355,15 @@ func (d *delivery) marker() {
 		group := append([]mark(nil), d.marks[:n]...)
 		d.marks = append(d.marks[:0], d.marks[n:]...)
 		onGroup := d.onGroup
+		deadline := time.Now().Add(markDeliveredMax)
+		if d.closed {
+			deadline = d.closeBy
+		}
 		d.mu.Unlock()
 		if onGroup != nil {
 			onGroup(len(group))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), markDeliveredMax)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		if len(group) == 1 {
 			d.markOne(ctx, group[0]) // the usual group at low load: no goroutine
 			cancel()

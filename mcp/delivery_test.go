@@ -15,12 +15,13 @@ import (
 )
 
 // blockingLedger holds every Transition until release is closed, and
-// counts the calls that started after closed was set.
+// counts the calls, and those that started after closed was set.
 type blockingLedger struct {
 	started chan struct{}
 	release chan struct{}
 	closed  atomic.Bool
 	late    atomic.Int32
+	calls   atomic.Int32
 	once    sync.Once
 }
 
@@ -28,6 +29,7 @@ func (b *blockingLedger) Transition(ctx context.Context, _ ledger.Change) (*pb.E
 	if b.closed.Load() {
 		b.late.Add(1)
 	}
+	b.calls.Add(1)
 	b.once.Do(func() { close(b.started) })
 	<-b.release
 	return &pb.Execution{}, nil
@@ -37,15 +39,20 @@ func (b *blockingLedger) Get(context.Context, string) (*pb.Execution, error) {
 	return &pb.Execution{}, nil
 }
 
-// close waits for the DELIVERED append in flight and starts none after
-// it returns: the gateway closes its ledger right after (a marker that
-// ran on once panicked on the closed views).
+// close waits for the DELIVERED append in flight, appends what is queued
+// (a gateway stopped on purpose records the evidence it saw) and starts
+// nothing after it returns: the gateway closes its ledger right after (a
+// marker that ran on once panicked on the closed views).
 func TestDeliveryCloseWaitsForTheMarker(t *testing.T) {
 	l := &blockingLedger{started: make(chan struct{}), release: make(chan struct{})}
 	d := newDelivery(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.linger = time.Hour // only close ends the gathering
 	ids := []string{"act_01J4K8J7DX7V0000000000000A", "act_01J4K8J7DX7V0000000000000B", "act_01J4K8J7DX7V0000000000000C"}
-	d.mark(context.Background(), "agent-7", ids[:1], "acknowledged by the agent")
-	<-l.started // the marker is appending the first one
+	for range deliveredGather - 1 {
+		d.mark(context.Background(), "agent-7", ids[:1], "acknowledged by the agent")
+	}
+	d.mark(context.Background(), "agent-7", ids[:1], "acknowledged by the agent") // a whole group: appended now
+	<-l.started // the marker is appending the first group
 	d.mark(context.Background(), "agent-7", ids[1:], "acknowledged by the agent")
 
 	done := make(chan struct{})
@@ -55,12 +62,15 @@ func TestDeliveryCloseWaitsForTheMarker(t *testing.T) {
 		t.Fatal("close returned while a DELIVERED append was in flight")
 	case <-time.After(100 * time.Millisecond):
 	}
-	l.closed.Store(true) // from here on no append may start
 	close(l.release)
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("close did not return once the append in flight ended")
+		t.Fatal("close did not return once the appends ended")
+	}
+	l.closed.Store(true) // from here on no append may start
+	if n := l.calls.Load(); n != deliveredGather+2 {
+		t.Fatalf("%d DELIVERED appended by close, want %d (the group in flight and the two queued)", n, deliveredGather+2)
 	}
 	d.mark(context.Background(), "agent-7", ids[:1], "acknowledged by the agent") // after close: dropped
 	time.Sleep(50 * time.Millisecond)
