@@ -51,7 +51,8 @@ func TestDeliveryCloseWaitsForTheMarker(t *testing.T) {
 	for range deliveredGather - 1 {
 		d.mark(context.Background(), "agent-7", ids[:1], "acknowledged by the agent")
 	}
-	d.mark(context.Background(), "agent-7", ids[:1], "acknowledged by the agent") // a whole group: appended now
+	// A whole group: appended now.
+	d.mark(context.Background(), "agent-7", ids[:1], "acknowledged by the agent")
 	<-l.started // the marker is appending the first group
 	d.mark(context.Background(), "agent-7", ids[1:], "acknowledged by the agent")
 
