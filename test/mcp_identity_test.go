@@ -203,6 +203,12 @@ func TestMCPResultWrittenThenConnectionBrokenIsNotDelivered(t *testing.T) {
 	}
 	conn.Close()
 	waitState(t, g, id, "STATE_COMPLETED_RESULT_NOT_DELIVERED")
+	// Evidence lingers up to 50 ms before its group is appended: a
+	// DELIVERED appended for the written response would have landed by now.
+	time.Sleep(500 * time.Millisecond)
+	if x := getExecution(t, g, id); x.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED {
+		t.Fatalf("after the connection broke: %v, want COMPLETED_RESULT_NOT_DELIVERED (a written response is no evidence)", x.GetState())
+	}
 
 	s, err := mcpSession(t, g, agentToken)
 	if err != nil {
