@@ -222,6 +222,14 @@ func (g *Gateway) Handler() http.Handler {
 		case msg.Method == MethodAck:
 			w.WriteHeader(http.StatusAccepted)
 			return
+		case msg.Method == "ping" && scalarID(msg.ID) && sid == "" && r.Header.Get("Mcp-Protocol-Version") >= modernVersion:
+			// Answered here: the Go SDK's own client (v1.8.0) sends a
+			// stateless ping without the _meta protocol version its
+			// stateless server then requires, so its keep-alive failed and
+			// closed the agent's session. A ping changes nothing.
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, msg.ID)
+			return
 		case msg.Method == methodTasksGet || msg.Method == methodTasksCancel:
 			g.serveTasks(w, r, actor, keys, msg)
 			return
@@ -353,3 +361,8 @@ func (w *trackingWriter) Flush() {
 }
 
 func (w *trackingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// scalarID: a JSON-RPC request id, a string or a number.
+func scalarID(id json.RawMessage) bool {
+	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9'))
+}

@@ -658,3 +658,38 @@ func TestMCPSessionOnAnyGateway(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A Go SDK agent's ping (its keep-alive) is answered in both protocol
+// generations; unauthenticated, it is refused like any request. The SDK's
+// own client sends a stateless ping without the _meta protocol version
+// its stateless server requires, which closed keep-alive sessions.
+func TestMCPPing(t *testing.T) {
+	g := startMCPGateway(t, mcpConfig(t, newTarget(t)), "")
+	for name, open := range map[string]func() (*sdk.ClientSession, error){
+		"2026-07-28": func() (*sdk.ClientSession, error) { return mcpSession(t, g, agentToken) },
+		"2025-11-25": func() (*sdk.ClientSession, error) { return mcpLegacySession(g, agentToken) },
+	} {
+		s, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ping(context.Background(), nil); err != nil {
+			t.Errorf("%s: ping: %v", name, err)
+		}
+		s.Close()
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("ping without a token: %d, want 401", resp.StatusCode)
+	}
+}
