@@ -80,23 +80,18 @@ func TestDeliveryCloseWaitsForTheMarker(t *testing.T) {
 	}
 }
 
-// countingLedger answers every Transition at once and counts them.
-type countingLedger struct{ n atomic.Int32 }
-
-func (c *countingLedger) Transition(context.Context, ledger.Change) (*pb.Execution, error) {
-	c.n.Add(1)
-	return &pb.Execution{}, nil
-}
-
-func (c *countingLedger) Get(context.Context, string) (*pb.Execution, error) {
-	return &pb.Execution{}, nil
+// answering is a blockingLedger that holds nothing.
+func answering() *blockingLedger {
+	l := &blockingLedger{started: make(chan struct{}), release: make(chan struct{})}
+	close(l.release)
+	return l
 }
 
 // Evidence lingers until deliveredGather are queued (or the oldest has
 // waited the linger): one agent calling in a loop queues one a call, and
 // each appended alone held the agent's next call for an fsync.
 func TestDeliveryGathersAGroup(t *testing.T) {
-	l := &countingLedger{}
+	l := answering()
 	d := newDelivery(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	d.linger = time.Hour
 	groups := make(chan int, 8)
@@ -106,7 +101,7 @@ func TestDeliveryGathersAGroup(t *testing.T) {
 		d.mark(context.Background(), "agent-7", []string{id(i)}, "acknowledged by the agent")
 	}
 	time.Sleep(50 * time.Millisecond)
-	if n := l.n.Load(); n != 0 {
+	if n := l.calls.Load(); n != 0 {
 		t.Fatalf("%d DELIVERED appended before the group was full or had lingered", n)
 	}
 	d.mark(context.Background(), "agent-7", []string{id(deliveredGather)}, "acknowledged by the agent")
@@ -119,16 +114,16 @@ func TestDeliveryGathersAGroup(t *testing.T) {
 		t.Fatal("a full group was not appended")
 	}
 	d.close()
-	if n := l.n.Load(); n != deliveredGather {
+	if n := l.calls.Load(); n != deliveredGather {
 		t.Fatalf("%d DELIVERED appended, want %d", n, deliveredGather)
 	}
 
 	// A lone mark is appended once it has lingered.
-	l2 := &countingLedger{}
+	l2 := answering()
 	d2 := newDelivery(l2, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	d2.linger = 10 * time.Millisecond
 	d2.mark(context.Background(), "agent-7", []string{id(1)}, "acknowledged by the agent")
-	for stop := time.Now().Add(5 * time.Second); l2.n.Load() == 0; time.Sleep(5 * time.Millisecond) {
+	for stop := time.Now().Add(5 * time.Second); l2.calls.Load() == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(stop) {
 			t.Fatal("a lone mark was never appended")
 		}

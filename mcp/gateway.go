@@ -227,8 +227,7 @@ func (g *Gateway) Handler() http.Handler {
 			// stateless ping without the _meta protocol version its
 			// stateless server then requires, so its keep-alive failed and
 			// closed the agent's session. A ping changes nothing.
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, msg.ID)
+			writeRPC(w, msg.ID, map[string]any{}, nil)
 			return
 		case msg.Method == methodTasksGet || msg.Method == methodTasksCancel:
 			g.serveTasks(w, r, actor, keys, msg)
