@@ -121,7 +121,11 @@ func (v *Views) Close() error { return v.db.Close() }
 
 // Checkpoint returns the last applied sequence of stream (0 when none).
 func (v *Views) Checkpoint(stream string) (uint64, error) {
-	val, closer, err := v.db.Get(key(checkpointPrefix, stream))
+	return checkpoint(v.db, stream)
+}
+
+func checkpoint(r pebble.Reader, stream string) (uint64, error) {
+	val, closer, err := r.Get(key(checkpointPrefix, stream))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
 	}
@@ -255,13 +259,17 @@ func setMark(b *pebble.Batch, stream string, mark projector.Mark) error {
 	return b.Set(key(digestPrefix, stream), mark.Digest, nil)
 }
 
-// Mark returns the checkpoint of stream with its running digest.
+// Mark returns the checkpoint of stream with its running digest, both read
+// from one snapshot: the sealer signs the pair, and a Write landing between
+// two reads would pair a sequence with a later digest.
 func (v *Views) Mark(stream string) (projector.Mark, error) {
-	seq, err := v.Checkpoint(stream)
+	snap := v.db.NewSnapshot()
+	defer snap.Close()
+	seq, err := checkpoint(snap, stream)
 	if err != nil || seq == 0 {
 		return projector.Mark{}, err
 	}
-	val, closer, err := v.db.Get(key(digestPrefix, stream))
+	val, closer, err := snap.Get(key(digestPrefix, stream))
 	if err != nil {
 		return projector.Mark{}, fmt.Errorf("digest of %s: %w", stream, err)
 	}

@@ -171,3 +171,52 @@ func TestHeadRowWithoutSignature(t *testing.T) {
 		t.Fatalf("whole-event row: %v %v", h.Event, err)
 	}
 }
+
+// A mark read while the projector writes is one the views held at once:
+// the sealer signs it as a checkpoint, so a sequence paired with a later
+// digest would be a checkpoint the events do not hash to.
+func TestMarkReadDuringWritesIsConsistent(t *testing.T) {
+	v, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	digest := func(seq uint64) []byte { return []byte(strconv.FormatUint(seq, 10)) }
+	const writes = 3000
+	done, stop := make(chan error, 1), make(chan struct{})
+	go func() {
+		for seq := uint64(1); seq <= writes; seq++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := v.Write("S", nil, nil, nil, projector.Mark{Seq: seq, Digest: digest(seq)}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for reads := 0; ; reads++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d marks read during %d writes", reads, writes)
+			return
+		default:
+		}
+		m, err := v.Mark("S")
+		if err == nil && m.Seq != 0 && string(m.Digest) != string(digest(m.Seq)) {
+			err = fmt.Errorf("mark at sequence %d carries the digest of %s", m.Seq, m.Digest)
+		}
+		if err != nil {
+			close(stop)
+			<-done // the writer stops before the deferred Close
+			t.Fatal(err)
+		}
+	}
+}
