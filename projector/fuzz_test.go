@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -16,6 +17,7 @@ type memStore struct {
 	heads       map[string]ledger.Head
 	intents     map[string]Intent
 	quarantined []*pb.Quarantined
+	failWrite   error // the next Write fails with it
 }
 
 func newMemStore() *memStore {
@@ -27,6 +29,10 @@ func (m *memStore) Checkpoint(string) (uint64, error) { return m.cp, nil }
 func (m *memStore) Mark(string) (Mark, error) { return Mark{Seq: m.cp}, nil }
 
 func (m *memStore) Write(_ string, rows []Row, intents map[string]Intent, q []*pb.Quarantined, mark Mark) error {
+	if err := m.failWrite; err != nil {
+		m.failWrite = nil
+		return err
+	}
 	cp := mark.Seq
 	m.quarantined = append(m.quarantined, q...)
 	for _, r := range rows {
@@ -68,6 +74,34 @@ func accepted(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A quarantined message counts once the quarantine view holds it: not while
+// its batch is folded, not twice when a failed write folds it again.
+func TestQuarantineCountedOnceWritten(t *testing.T) {
+	ctx := context.Background()
+	st := newMemStore()
+	p := New("S", nil, st, nil)
+	heard := 0
+	p.OnQuarantine(func(string, error) { heard++ })
+	subj := ledger.ExecutionSubject("ftok", testID)
+	if err := p.Apply(ctx, []Entry{{Seq: 1, Subject: subj, Data: accepted(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	replay := []Entry{{Seq: 2, Subject: subj, Data: accepted(t)}} // breaks the chain
+	st.failWrite = errors.New("disk full")
+	if err := p.Apply(ctx, replay); err == nil {
+		t.Fatal("the failed write went unreported")
+	}
+	if p.Quarantined() != 0 || heard != 0 || len(st.quarantined) != 0 {
+		t.Fatalf("counted %d (heard %d) with %d in the view", p.Quarantined(), heard, len(st.quarantined))
+	}
+	if err := p.Apply(ctx, replay); err != nil {
+		t.Fatal(err)
+	}
+	if p.Quarantined() != 1 || heard != 1 || len(st.quarantined) != 1 {
+		t.Fatalf("after the write: counted %d (heard %d) with %d in the view", p.Quarantined(), heard, len(st.quarantined))
+	}
 }
 
 func TestApplyFoldsAndRefusesCorruption(t *testing.T) {

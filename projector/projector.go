@@ -125,13 +125,14 @@ type guard struct {
 	now         func() time.Time
 	// onQuarantine hears every quarantined message (a metric); nil: none.
 	onQuarantine func(stream string, reason error)
+	// folded: the batch's quarantined messages, counted once the views
+	// hold them (a batch that fails to write is folded again).
+	folded []error
+	stream string
 }
 
 func (g *guard) quarantine(stream string, e Entry, ev *pb.Event, reason error) *pb.Quarantined {
-	g.quarantined.Add(1)
-	if g.onQuarantine != nil {
-		g.onQuarantine(stream, reason)
-	}
+	g.folded, g.stream = append(g.folded, reason), stream
 	return &pb.Quarantined{Stream: stream, Seq: e.Seq, Subject: e.Subject, Reason: reason.Error(),
 		TimeUnixNano: g.now().UnixNano(), GatewayId: ev.GetGatewayId()}
 }
@@ -182,12 +183,28 @@ func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
 	for _, e := range entries {
 		d = Chain(d, e.Seq, e.Data)
 	}
-	if err := p.apply(ctx, entries, Mark{Seq: entries[len(entries)-1].Seq, Digest: d}); err != nil {
+	err := p.apply(ctx, entries, Mark{Seq: entries[len(entries)-1].Seq, Digest: d})
+	p.guard.written(err == nil)
+	if err != nil {
 		p.loaded = false // reload from the store: it holds what was written
 		return err
 	}
 	p.digest = d
 	return nil
+}
+
+// written counts the batch's quarantined messages once the quarantine view
+// holds them (ok), or forgets them when the batch was not written.
+func (g *guard) written(ok bool) {
+	for _, reason := range g.folded {
+		if ok {
+			g.quarantined.Add(1)
+			if g.onQuarantine != nil {
+				g.onQuarantine(g.stream, reason)
+			}
+		}
+	}
+	g.folded = g.folded[:0]
 }
 
 // executions folds the executions stream.
