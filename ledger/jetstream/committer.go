@@ -35,12 +35,12 @@ const (
 	// leader instead of being given up as unknown.
 	AckWaitMax = ElectionTimeoutMax + 4*ackAttemptWait
 	// ackAttemptWait is one try of a single-message publish on a cluster.
-	// It carries a Nats-Msg-Id, so after a silent try it is sent again (a
-	// clustered stream's duplicate window answers with the first copy's
-	// sequence if that one landed) until the acknowledgement wait passed: a
-	// publish lost with a dead leader is resent as soon as the new leader
-	// is elected. A single server has no leader to lose, and checks the
-	// condition before the id, so there one try waits the whole time.
+	// There it carries a Nats-Msg-Id, so after a silent try it is sent
+	// again (a clustered stream's duplicate window answers with the first
+	// copy's sequence if that one landed) until the acknowledgement wait
+	// passed: a publish lost with a dead leader is resent as soon as the
+	// new leader is elected. A single server has no leader to lose: there
+	// one try waits the whole time, and the publish carries no id.
 	ackAttemptWait = time.Second
 
 	// Transient refusals (nothing landed: a previous write on the subject
@@ -454,13 +454,16 @@ func (c *committer) publish(msgs []outMsg) (uint64, error) {
 	if len(msgs) == 1 {
 		m := msgs[0]
 		h := m.header()
-		h["Nats-Msg-Id"] = []string{nuid.Next()}
-		nm := &nats.Msg{Subject: m.subject, Data: m.data, Header: h}
 		deadline := time.Now().Add(c.ackWait)
 		attemptWait := c.ackWait
 		if c.nc.ConnectedClusterName() != "" {
+			// Only a resend needs the id, and only a cluster is resent
+			// to: a single server would keep every id for the duplicate
+			// window (a map entry per append) and store it with the event.
+			h["Nats-Msg-Id"] = []string{nuid.Next()}
 			attemptWait = min(ackAttemptWait, c.ackWait)
 		}
+		nm := &nats.Msg{Subject: m.subject, Data: m.data, Header: h}
 		for resent := false; ; resent = true {
 			resp, err := c.nc.RequestMsg(nm, attemptWait)
 			if err == nil {

@@ -351,24 +351,25 @@ func TestUnansweredAppendIsResent(t *testing.T) {
 		c := natstest.StartCluster(t, 3, natstest.ClusterOptions{})
 		// One node for both clients: the silent responder's interest is
 		// known there at once (routes spread it later).
-		seqs, stored, err := resendOnce(t, c.URL(0), c.CredsDir, 3, 3)
-		if err != nil || len(seqs) != 1 || seqs[0] != 1 || stored != 1 {
-			t.Fatalf("append: seqs %v, err %v; stream holds %d; want seq 1, one message", seqs, err, stored)
+		seqs, stored, id, err := resendOnce(t, c.URL(0), c.CredsDir, 3, 3)
+		if err != nil || len(seqs) != 1 || seqs[0] != 1 || stored != 1 || id == "" {
+			t.Fatalf("append: seqs %v, err %v; stream holds %d; message id %q; want seq 1, one message, an id", seqs, err, stored, id)
 		}
 	})
 	t.Run("single server", func(t *testing.T) {
 		ns, dir := natstest.StartAuth(t)
-		_, stored, err := resendOnce(t, ns.ClientURL(), dir, 1, 2)
-		if !errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, ledger.ErrConflict) || stored != 1 {
-			t.Fatalf("append: %v; stream holds %d; want unknown (not a conflict), one message", err, stored)
+		_, stored, id, err := resendOnce(t, ns.ClientURL(), dir, 1, 2)
+		if !errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, ledger.ErrConflict) || stored != 1 || id != "" {
+			t.Fatalf("append: %v; stream holds %d; message id %q; want unknown (not a conflict), one message, no id (nothing resends it)", err, stored, id)
 		}
 	})
 }
 
 // resendOnce appends one message to late.x while a silent responder takes
 // the first try, creates the stream and stores that very message (as if
-// it had landed and its acknowledgement was lost).
-func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32) (seqs []uint64, stored uint64, appendErr error) {
+// it had landed and its acknowledgement was lost). id is the first try's
+// Nats-Msg-Id.
+func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32) (seqs []uint64, stored uint64, id string, appendErr error) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, url, credsDir, natsauth.Admin)
 	l, err := Open(ctx, nc, testSpec, Options{AckWait: 3 * time.Second})
@@ -379,10 +380,12 @@ func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32
 	other := natstest.Connect(t, url, credsDir, natsauth.Admin)
 	js, _ := jetstream.New(other)
 	var tries atomic.Int32
+	var firstID atomic.Value
 	sub, err := other.Subscribe("late.x", func(m *nats.Msg) {
 		if tries.Add(1) != 1 {
 			return
 		}
+		firstID.Store(m.Header.Get("Nats-Msg-Id"))
 		if _, err := js.CreateStream(ctx, StreamSpec{Name: "LATE", Subjects: []string{"late.>"}, Replicas: replicas}.Config()); err != nil {
 			t.Error(err)
 			return
@@ -418,5 +421,6 @@ func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32
 	if err != nil {
 		t.Fatal(err)
 	}
-	return seqs, s.CachedInfo().State.Msgs, appendErr
+	id, _ = firstID.Load().(string)
+	return seqs, s.CachedInfo().State.Msgs, id, appendErr
 }
