@@ -101,6 +101,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			o.Logger = lg
+			server.TuneGC(lg)
 			return server.Run(ctx, o)
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/pgtest"
+	"github.com/portcullis-dev/portcullis/server"
 )
 
 // Report is everything one run measured.
@@ -52,6 +54,7 @@ func main() {
 }
 
 func run() error {
+	server.TuneGC(slog.New(slog.DiscardHandler)) // the suite hosts its gateways as `portcullis serve` runs one
 	out := flag.String("out", "docs/bench", "directory for results.json, report.md and the SVG plots")
 	dur := flag.Duration("dur", 3*time.Second, "measured time per cell")
 	warm := flag.Duration("warm", 500*time.Millisecond, "unmeasured warm-up per cell")
