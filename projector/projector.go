@@ -125,14 +125,13 @@ type guard struct {
 	now         func() time.Time
 	// onQuarantine hears every quarantined message (a metric); nil: none.
 	onQuarantine func(stream string, reason error)
-	// folded: the batch's quarantined messages, counted once the views
-	// hold them (a batch that fails to write is folded again).
+	// folded: why each of the batch's quarantined messages was, counted
+	// once the views hold them (a batch that fails to write is folded again).
 	folded []error
-	stream string
 }
 
 func (g *guard) quarantine(stream string, e Entry, ev *pb.Event, reason error) *pb.Quarantined {
-	g.folded, g.stream = append(g.folded, reason), stream
+	g.folded = append(g.folded, reason)
 	return &pb.Quarantined{Stream: stream, Seq: e.Seq, Subject: e.Subject, Reason: reason.Error(),
 		TimeUnixNano: g.now().UnixNano(), GatewayId: ev.GetGatewayId()}
 }
@@ -184,7 +183,7 @@ func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
 		d = Chain(d, e.Seq, e.Data)
 	}
 	err := p.apply(ctx, entries, Mark{Seq: entries[len(entries)-1].Seq, Digest: d})
-	p.guard.written(err == nil)
+	p.guard.written(p.stream, err == nil)
 	if err != nil {
 		p.loaded = false // reload from the store: it holds what was written
 		return err
@@ -193,16 +192,17 @@ func (p *Projector) Apply(ctx context.Context, entries []Entry) error {
 	return nil
 }
 
-// written counts the batch's quarantined messages once the quarantine view
-// holds them (ok), or forgets them when the batch was not written.
-func (g *guard) written(ok bool) {
-	for _, reason := range g.folded {
-		if ok {
-			g.quarantined.Add(1)
+// written counts the batch's quarantined messages of stream once the
+// quarantine view holds them (ok), or forgets them when the batch was not
+// written.
+func (g *guard) written(stream string, ok bool) {
+	if ok {
+		for _, reason := range g.folded {
 			if g.onQuarantine != nil {
-				g.onQuarantine(g.stream, reason)
+				g.onQuarantine(stream, reason)
 			}
 		}
+		g.quarantined.Add(uint64(len(g.folded))) // after the metric: a count seen is a count reported
 	}
 	g.folded = g.folded[:0]
 }
