@@ -1,12 +1,11 @@
 package server
 
 import (
-	"bufio"
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // gcPercent is a gateway process's GOGC. A tools/call leaves hundreds of
@@ -17,52 +16,29 @@ import (
 // call (BENCHMARKS.md, 2026-12-02 afternoon).
 const gcPercent = 400
 
+// gcMemoryShare is the share of the process's memory (its cgroup's limit,
+// else the machine's) the collector's soft limit allows.
+const gcMemoryShare = 0.5
+
 // TuneGC sets the collector of a gateway process: GOGC 400 with a soft
-// memory limit of half the machine's memory (so a large live heap is
+// memory limit of half the memory it may use (so a large live heap is
 // collected sooner instead of growing five times over). GOGC or
 // GOMEMLIMIT in the environment wins: with GOGC set nothing is changed,
 // with only GOMEMLIMIT set only GOGC is. `portcullis serve` calls it, as
 // does the benchmark suite for the gateways it hosts.
+//
+// The limit comes from automemlimit (github.com/KimMachineGun/automemlimit):
+// it reads cgroup v1 and v2 limits, which a container's /proc/meminfo does
+// not show, and is what the Go ecosystem uses for this.
 func TuneGC(lg *slog.Logger) {
-	percent, limit := gcSettings(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"), physicalMemory())
-	if percent == 0 {
+	if os.Getenv("GOGC") != "" {
 		return
 	}
-	debug.SetGCPercent(percent)
-	if limit > 0 {
-		debug.SetMemoryLimit(limit)
-	}
-	lg.Info("garbage collector set for a gateway (set GOGC or GOMEMLIMIT to choose)", "gogc", percent, "memory_limit_bytes", limit)
-}
-
-// gcSettings is the GOGC and memory limit to run with (0: leave as is).
-func gcSettings(gogc, memlimit string, physical int64) (percent int, limit int64) {
-	if gogc != "" {
-		return 0, 0
-	}
-	if memlimit == "" && physical > 0 {
-		limit = physical / 2
-	}
-	return gcPercent, limit
-}
-
-// physicalMemory is the machine's memory in bytes from /proc/meminfo (0
-// where there is none).
-func physicalMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
+	debug.SetGCPercent(gcPercent)
+	limit, err := memlimit.Set(memlimit.WithRatio(gcMemoryShare),
+		memlimit.WithProvider(memlimit.ApplyFallback(memlimit.FromCgroup, memlimit.FromSystem)))
 	if err != nil {
-		return 0
+		lg.Warn("no memory limit for the garbage collector", "err", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
+	lg.Info("garbage collector set for a gateway (set GOGC or GOMEMLIMIT to choose)", "gogc", gcPercent, "memory_limit_bytes", limit)
 }
