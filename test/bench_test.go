@@ -115,7 +115,7 @@ func benchAction(i int, run string) fingerprint.Action {
 // it: the same callers, each waiting for one 300-byte message with its own
 // subject and compare-and-set header, over 1 or 4 file streams. grouped:
 // each stream's committer sends what is pending (never more than there are
-// callers) as one atomic batch, or as pipelined publishes when 8 or fewer
+// callers) as one atomic batch, or as pipelined publishes when 16 or fewer
 // are pending; plain: each caller publishes on its own.
 func BenchmarkRawCeiling(b *testing.B) {
 	for _, streams := range []int{1, 4} {

@@ -25,7 +25,7 @@ const (
 	rawMaxBatch    = 1000 // the server's atomic batch limit
 	rawWorkers     = 2    // batches in flight per stream, as the ledger's committer
 	rawAckWait     = 10 * time.Second
-	rawPipelineMax = 8 // pending single decisions sent as pipelined plain publishes
+	rawPipelineMax = 16 // pending single decisions sent as pipelined plain publishes
 )
 
 // Mode is how the ceiling's callers reach the stream.
@@ -36,7 +36,7 @@ const (
 	Plain Mode = "plain"
 	// Grouped: each stream's committer takes what is pending (never more
 	// than there are callers) and sends it as one atomic batch, or as
-	// pipelined plain publishes when 8 or fewer are pending.
+	// pipelined plain publishes when 16 or fewer are pending.
 	Grouped Mode = "grouped"
 )
 

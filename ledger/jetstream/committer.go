@@ -24,7 +24,7 @@ const (
 	maxInflight     = 32   // below the server's 50 per stream
 	queueLen        = 8192 // decisions waiting for a batch
 	maxCarry        = 4096 // decisions a worker holds back for the next batch
-	pipelineMax     = 8    // plain publishes in flight: fewer pending single-message decisions go out plain, not as an atomic batch
+	pipelineMax     = 16   // plain publishes in flight: fewer pending single-message decisions go out plain, not as an atomic batch
 
 	// ElectionTimeoutMax mirrors nats-server's default maximum raft
 	// election timeout (maxElectionTimeoutDefault, 9 s; the minimum is 4 s):
