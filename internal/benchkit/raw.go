@@ -16,16 +16,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	ledgerjs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 )
 
 // Limits of the raw ceiling's committer (the ledger's, see
 // ledger/jetstream/committer.go).
 const (
-	RawPayload     = 300  // bytes per message, about one signed event
-	rawMaxBatch    = 1000 // the server's atomic batch limit
-	rawWorkers     = 2    // batches in flight per stream, as the ledger's committer
-	rawAckWait     = 10 * time.Second
-	rawPipelineMax = 16 // pending single decisions sent as pipelined plain publishes
+	RawPayload  = 300  // bytes per message, about one signed event
+	rawMaxBatch = 1000 // the server's atomic batch limit
+	rawWorkers  = 2    // batches in flight per stream, as the ledger's committer
+	rawAckWait  = 10 * time.Second
 )
 
 // Mode is how the ceiling's callers reach the stream.
@@ -36,7 +36,8 @@ const (
 	Plain Mode = "plain"
 	// Grouped: each stream's committer takes what is pending (never more
 	// than there are callers) and sends it as one atomic batch, or as
-	// pipelined plain publishes when 16 or fewer are pending.
+	// pipelined plain publishes when ledgerjs.PipelineMax or fewer are
+	// pending, as the ledger's committer.
 	Grouped Mode = "grouped"
 )
 
@@ -122,7 +123,7 @@ func rawCommit(nc *nats.Conn, q chan rawReq, callers int, quit chan struct{}) {
 				break fill
 			}
 		}
-		if len(group) <= rawPipelineMax {
+		if len(group) <= ledgerjs.PipelineMax {
 			rawPipelined(nc, group)
 			continue
 		}

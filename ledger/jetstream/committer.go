@@ -24,7 +24,6 @@ const (
 	maxInflight     = 32   // below the server's 50 per stream
 	queueLen        = 8192 // decisions waiting for a batch
 	maxCarry        = 4096 // decisions a worker holds back for the next batch
-	pipelineMax     = 16   // plain publishes in flight: fewer pending single-message decisions go out plain, not as an atomic batch
 
 	// ElectionTimeoutMax mirrors nats-server's default maximum raft
 	// election timeout (maxElectionTimeoutDefault, 9 s; the minimum is 4 s):
@@ -62,6 +61,12 @@ const (
 	errCodeBatchIncomplete      = 10176
 	errCodeBatchTooManyInflight = 10210
 )
+
+// PipelineMax is how many single-message decisions the committer keeps in
+// flight as plain publishes: a group of no more goes out plain, a larger
+// one as an atomic batch. The raw ceiling (internal/benchkit) sends the
+// same way.
+const PipelineMax = 16
 
 var errClosed = errors.New("ledger log closed")
 
@@ -192,10 +197,10 @@ type sent struct {
 // is pending: while fewer than inflightMax batches await their
 // acknowledgement it sends whatever is pending at once (no caller waits
 // for a batch to fill). While no batch is in flight and the group fits in
-// what remains of pipelineMax plain publishes in flight, it goes out as
+// what remains of PipelineMax plain publishes in flight, it goes out as
 // plain publishes that hold no batch slot (a few plain publishes cost the
 // server less than one atomic batch's staging); else it takes a batch slot
-// (commit pipelines up to pipelineMax single decisions, sends more as one
+// (commit pipelines up to PipelineMax single decisions, sends more as one
 // atomic batch). Beyond that, arrivals pile up into the next batch, so
 // under load no plain publish takes the server's time from a batch. The server
 // commits one stream's writes one after another, so a second batch in
@@ -204,7 +209,7 @@ type sent struct {
 func (c *committer) run() {
 	defer c.wg.Done()
 	var carry []*decision
-	done := make(chan sent, c.inflightMax+pipelineMax)
+	done := make(chan sent, c.inflightMax+PipelineMax)
 	batches, plains := 0, 0
 	for {
 		pending := len(carry) + len(c.queue)
@@ -212,7 +217,7 @@ func (c *committer) run() {
 			var group []*decision
 			group, carry = c.collect(carry)
 			if len(group) > 0 {
-				if batches > 0 || len(group) > pipelineMax-plains || !singleMessages(group) {
+				if batches > 0 || len(group) > PipelineMax-plains || !singleMessages(group) {
 					batches++
 					go func() {
 						c.sign(group)
@@ -370,7 +375,7 @@ func (c *committer) sign(batch []*decision) {
 // machine's disk for its staging store) that only pays off for larger
 // batches.
 func (c *committer) commit(batch []*decision, attempt int) {
-	if len(batch) > 1 && len(batch) <= pipelineMax && singleMessages(batch) {
+	if len(batch) > 1 && len(batch) <= PipelineMax && singleMessages(batch) {
 		var wg sync.WaitGroup
 		for _, d := range batch {
 			wg.Add(1)
