@@ -162,6 +162,16 @@ func checkHashEncoded(ev *pb.Event, data []byte) error {
 	return CheckHash(ev)
 }
 
+// Unsign clears, in place, the fields outside ev's hash that the
+// signature adds, which leaves ev as AppendUnsigned leaves its encoding.
+// It writes only fields that are set, so it may be called on an event
+// that is already unsigned and shared.
+func Unsign(ev *pb.Event) {
+	if ev.Signature != nil || ev.GroupPath != nil || ev.GroupIndex != 0 || ev.GroupSize != 0 {
+		clearSignature(ev)
+	}
+}
+
 func clearSignature(ev *pb.Event) {
 	ev.Signature, ev.GroupPath, ev.GroupIndex, ev.GroupSize = nil, nil, 0, 0
 }

@@ -66,9 +66,12 @@ type Log interface {
 // the log; the ledger treats them as hints, and after a conflict waits for
 // them to reach the sequence the log reported before deciding again.
 type Views interface {
-	// Head is the latest event the views have folded for subject.
+	// Head is the latest event the views have folded for subject. The
+	// event may be shared with other readers: callers must not change it
+	// (a decision clones the execution it moves on).
 	Head(ctx context.Context, subject string) (Head, error)
-	// Intent is what the views know of an intent (ErrNotFound: nothing).
+	// Intent is what the views know of an intent (ErrNotFound: nothing);
+	// its head's event is shared as Head's is.
 	Intent(ctx context.Context, token string) (IntentHead, error)
 	// ExecutionSubject finds an execution's subject by its id.
 	ExecutionSubject(ctx context.Context, executionID string) (string, error)

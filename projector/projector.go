@@ -93,9 +93,11 @@ type Store interface {
 	// Mark is the checkpoint with its running digest.
 	Mark(stream string) (Mark, error)
 	// Write stores heads, intents, quarantined messages and the new mark in
-	// one atomic batch.
+	// one atomic batch. The heads' events become the store's: the caller
+	// must not use or change them afterwards.
 	Write(stream string, heads []Row, intents map[string]Intent, quarantined []*pb.Quarantined, mark Mark) error
-	// Head returns the head the views hold for subject.
+	// Head returns the head the views hold for subject. Its event may be
+	// shared: the caller must not change it.
 	Head(ctx context.Context, subject string) (ledger.Head, error)
 	// IntentRow returns the intent row (ErrNotFound when none).
 	IntentRow(token string) (Intent, error)

@@ -70,6 +70,8 @@ type Views struct {
 	// projector) from reading the counts to committing them.
 	statesMu sync.Mutex
 	states   map[pb.State]int64 // executions by state, as committed
+
+	heads headCache // the heads Write wrote last, decoded
 }
 
 var (
@@ -155,7 +157,8 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	if err := setQuarantined(b, quarantined); err != nil {
 		return err
 	}
-	for _, r := range heads {
+	sizes := make([]int, len(heads))
+	for i, r := range heads {
 		val, err := headRow(r.Seq, r.Data)
 		if err != nil {
 			return fmt.Errorf("view head %s: %w", r.Subject, err)
@@ -163,6 +166,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		if err := b.Set(key(headPrefix, r.Subject), val, nil); err != nil {
 			return err
 		}
+		sizes[i] = len(val)
 		if r.Accepted {
 			op := b.SetDeferred(len(execIDPrefix)+len(r.Event.GetExecutionId()), len(r.Subject))
 			copy(op.Key[copy(op.Key, execIDPrefix):], r.Event.GetExecutionId())
@@ -188,6 +192,12 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
+	}
+	// The rows' events are the views' now: unsigned, they are what Head
+	// would decode from the rows just committed.
+	for i, r := range heads {
+		ledger.Unsign(r.Event)
+		v.heads.put(r.Subject, ledger.Head{Seq: r.Seq, Event: r.Event}, sizes[i])
 	}
 	if states != nil {
 		v.states = states
@@ -411,8 +421,18 @@ func (v *Views) ExecutionSubject(_ context.Context, id string) (string, error) {
 	return string(val), nil
 }
 
-// Head returns the latest folded event on subject.
+// Head returns the latest folded event on subject. The event may be
+// shared with other readers: it must not be changed.
 func (v *Views) Head(_ context.Context, subject string) (ledger.Head, error) {
+	if h, ok := v.heads.get(subject); ok {
+		return h, nil
+	}
+	return v.storedHead(subject)
+}
+
+// storedHead reads and decodes subject's head row: an event of the
+// caller's own.
+func (v *Views) storedHead(subject string) (ledger.Head, error) {
 	val, closer, err := v.get(key(headPrefix, subject))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return ledger.Head{}, ledger.ErrNotFound
@@ -472,7 +492,7 @@ func (v *Views) ListExecutions(ctx context.Context, q ledger.ListQuery) ([]*pb.E
 				return nil, "", err
 			}
 		}
-		h, err := v.Head(ctx, subject)
+		h, err := v.storedHead(subject) // not the cache's: x is changed below
 		if err != nil {
 			return nil, "", err
 		}

@@ -144,17 +144,25 @@ func TestHeadRowWithoutSignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Write("S", []projector.Row{{Subject: subj, Seq: 9, Data: data, Event: ev, Accepted: true}}, nil, nil, projector.Mark{Seq: 9}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := v.Head(ctx, subj)
-	if err != nil {
+	// Write takes the row's event: it gets a copy.
+	if err := v.Write("S", []projector.Row{{Subject: subj, Seq: 9, Data: data, Event: proto.Clone(ev).(*pb.Event), Accepted: true}}, nil, nil, projector.Mark{Seq: 9}); err != nil {
 		t.Fatal(err)
 	}
 	want := proto.Clone(ev).(*pb.Event)
 	want.Signature, want.GroupPath, want.GroupIndex, want.GroupSize = nil, nil, 0, 0
-	if h.Seq != 9 || !proto.Equal(h.Event, want) {
-		t.Fatalf("head %d %v, want 9 %v", h.Seq, h.Event, want)
+	// The same head from the cache Write filled and from the row itself.
+	cached, err := v.Head(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := v.storedHead(subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []ledger.Head{cached, stored} {
+		if h.Seq != 9 || !proto.Equal(h.Event, want) {
+			t.Fatalf("head %d %v, want 9 %v", h.Seq, h.Event, want)
+		}
 	}
 	val, closer, err := v.get(key(headPrefix, subj))
 	if err != nil {
@@ -218,5 +226,81 @@ func TestMarkReadDuringWritesIsConsistent(t *testing.T) {
 			<-done // the writer stops before the deferred Close
 			t.Fatal(err)
 		}
+	}
+}
+
+// A decision that waited for the views to reach a sequence reads a head at
+// least that new: the cache Write fills moves before the checkpoint does,
+// and a later row replaces an earlier one.
+func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
+	v, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx := context.Background()
+	const id = "act_01M8RC0WVC1SVYYKBZ5A5NRX1Z"
+	const subj = "pc.exec.f1." + id
+	const writes = 2000
+	row := func(seq uint64) projector.Row {
+		ev := &pb.Event{EventId: "evt_" + strconv.FormatUint(seq, 10), Subject: subj, ExecutionId: id, Signature: make([]byte, 64)}
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return projector.Row{Subject: subj, Seq: seq, Data: data, Event: ev, Accepted: seq == 1}
+	}
+	done := make(chan error, 1)
+	go func() {
+		for seq := uint64(1); seq <= writes; seq++ {
+			if err := v.Write(ledger.ExecutionsStream, []projector.Row{row(seq)}, nil, nil, projector.Mark{Seq: seq}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var failed error
+	for seq := uint64(1); seq <= writes && failed == nil; seq += 7 {
+		if failed = v.WaitFor(ctx, seq); failed != nil {
+			break
+		}
+		h, err := v.Head(ctx, subj)
+		if err == nil && (h.Seq < seq || h.Event.GetEventId() != "evt_"+strconv.FormatUint(h.Seq, 10) || h.Event.GetSignature() != nil) {
+			err = fmt.Errorf("after WaitFor(%d): head %d %v", seq, h.Seq, h.Event)
+		}
+		failed = err
+	}
+	if err := <-done; err != nil { // the writer ends before the deferred Close
+		t.Fatal(err)
+	}
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	h, err := v.Head(ctx, subj)
+	if err != nil || h.Seq != writes {
+		t.Fatalf("last head %d %v, want %d", h.Seq, err, writes)
+	}
+}
+
+// The cache stays within its bounds by starting over; what it drops is
+// read from Pebble again.
+func TestHeadCacheBounds(t *testing.T) {
+	var c headCache
+	h := ledger.Head{Seq: 1, Event: &pb.Event{EventId: "evt_1"}}
+	c.put("a", h, headCacheBytes/2)
+	c.put("a", h, headCacheBytes/2) // replacing an entry does not count it twice
+	if _, ok := c.get("a"); !ok || c.bytes != headCacheBytes/2 {
+		t.Fatalf("a replaced: cached %v, %d bytes", ok, c.bytes)
+	}
+	c.put("b", h, headCacheBytes/2+1)
+	if _, ok := c.get("a"); ok || c.bytes != headCacheBytes/2+1 {
+		t.Fatalf("over the byte bound: a still cached (%v) or %d bytes", ok, c.bytes)
+	}
+	for i := range headCacheEntries {
+		c.put(strconv.Itoa(i), h, 1)
+	}
+	if len(c.heads) > headCacheEntries {
+		t.Fatalf("%d entries, bound %d", len(c.heads), headCacheEntries)
 	}
 }
