@@ -242,18 +242,19 @@ func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
 	const id = "act_01M8RC0WVC1SVYYKBZ5A5NRX1Z"
 	const subj = "pc.exec.f1." + id
 	const writes = 2000
-	row := func(seq uint64) projector.Row {
+	rows := make([]projector.Row, writes+1) // made here: the writer may not call t.Fatal
+	for seq := uint64(1); seq <= writes; seq++ {
 		ev := &pb.Event{EventId: "evt_" + strconv.FormatUint(seq, 10), Subject: subj, ExecutionId: id, Signature: make([]byte, 64)}
 		data, err := proto.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return projector.Row{Subject: subj, Seq: seq, Data: data, Event: ev, Accepted: seq == 1}
+		rows[seq] = projector.Row{Subject: subj, Seq: seq, Data: data, Event: ev, Accepted: seq == 1}
 	}
 	done := make(chan error, 1)
 	go func() {
 		for seq := uint64(1); seq <= writes; seq++ {
-			if err := v.Write(ledger.ExecutionsStream, []projector.Row{row(seq)}, nil, nil, projector.Mark{Seq: seq}); err != nil {
+			if err := v.Write(ledger.ExecutionsStream, rows[seq:seq+1], nil, nil, projector.Mark{Seq: seq}); err != nil {
 				done <- err
 				return
 			}
