@@ -113,7 +113,13 @@ func rememberServe(t testing.TB, dataDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveDirs.Store(strings.TrimSpace(string(url)), dataDir)
+	u := strings.TrimSpace(string(url))
+	// The newest server at a URL wins: ports are reused, so an in-process
+	// gateway's entry for this URL is an earlier test's.
+	natsCreds.Delete(u)
+	rootKeys.Delete(u)
+	serveDirs.Store(u, dataDir)
+	t.Cleanup(func() { serveDirs.CompareAndDelete(u, dataDir) })
 }
 
 // serveDirOf is the data dir of the serve process embedding url ("" when

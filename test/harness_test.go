@@ -153,6 +153,7 @@ func rootKeyOf(natsURL string) string {
 var natsCreds sync.Map // NATS URL → the embedding gateway's data dir credentials
 
 func registerCreds(g *server.Gateway) {
+	serveDirs.Delete(g.NatsURL) // an earlier test's serve process had this port
 	if f := g.CredsFile(natsauth.Gateway); f != "" {
 		natsCreds.Store(g.NatsURL, g)
 	}
