@@ -39,7 +39,8 @@ func (c *headCache) get(subject string) (ledger.Head, bool) {
 	return e.head, ok
 }
 
-// put remembers h as subject's head; size is its row's bytes.
+// put remembers h as subject's head; size is the stored event's bytes
+// (a bound on its row's).
 func (c *headCache) put(subject string, h ledger.Head, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

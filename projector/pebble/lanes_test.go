@@ -18,11 +18,7 @@ import (
 // without touching that intent's row: an intent's sequences come from
 // its own lane only.
 func TestLaneProjectorRefusesAnotherLanesIntent(t *testing.T) {
-	v, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openViews(t)
 	ctx := context.Background()
 	n := ledger.Lanes(4)
 	var mine, other string

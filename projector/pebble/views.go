@@ -157,8 +157,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	if err := setQuarantined(b, quarantined); err != nil {
 		return err
 	}
-	sizes := make([]int, len(heads))
-	for i, r := range heads {
+	for _, r := range heads {
 		val, err := headRow(r.Seq, r.Data)
 		if err != nil {
 			return fmt.Errorf("view head %s: %w", r.Subject, err)
@@ -166,7 +165,6 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		if err := b.Set(key(headPrefix, r.Subject), val, nil); err != nil {
 			return err
 		}
-		sizes[i] = len(val)
 		if r.Accepted {
 			op := b.SetDeferred(len(execIDPrefix)+len(r.Event.GetExecutionId()), len(r.Subject))
 			copy(op.Key[copy(op.Key, execIDPrefix):], r.Event.GetExecutionId())
@@ -195,9 +193,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	}
 	// The rows' events are the views' now: unsigned, they are what Head
 	// would decode from the rows just committed.
-	for i, r := range heads {
+	for _, r := range heads {
 		ledger.Unsign(r.Event)
-		v.heads.put(r.Subject, ledger.Head{Seq: r.Seq, Event: r.Event}, sizes[i])
+		v.heads.put(r.Subject, ledger.Head{Seq: r.Seq, Event: r.Event}, len(r.Data))
 	}
 	if states != nil {
 		v.states = states

@@ -17,26 +17,39 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// The dispatched index holds an execution only while it is DISPATCHED,
-// under its latest deadline, and Overdue reads only what is due.
-func TestOverdueIndex(t *testing.T) {
+// One execution, for the tests of a single head.
+const (
+	testID      = "act_01M8RC0WVC1SVYYKBZ5A5NRX1Z"
+	testSubject = "pc.exec.f1." + testID
+)
+
+// openViews opens views in a temp dir, closed when the test ends (after
+// the test's own goroutines, which each test stops before it returns).
+func openViews(t *testing.T) *Views {
+	t.Helper()
 	v, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Close()
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+// The dispatched index holds an execution only while it is DISPATCHED,
+// under its latest deadline, and Overdue reads only what is due.
+func TestOverdueIndex(t *testing.T) {
+	v := openViews(t)
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	const id = "act_01M8RC0WVC1SVYYKBZ5A5NRX1Z"
 	ev := func(s pb.State, deadline time.Time) *pb.Event {
-		return &pb.Event{ExecutionId: id, Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{
-			Execution: &pb.Execution{ExecutionId: id, State: s, DispatchDeadline: timestamppb.New(deadline)}}}}
+		return &pb.Event{ExecutionId: testID, Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{
+			Execution: &pb.Execution{ExecutionId: testID, State: s, DispatchDeadline: timestamppb.New(deadline)}}}}
 	}
 	seq := uint64(0)
 	write := func(next, replaced *pb.Event) {
 		t.Helper()
 		seq++
-		row := projector.Row{Subject: "pc.exec.f1." + id, Seq: seq, Event: next, Replaced: replaced}
+		row := projector.Row{Subject: testSubject, Seq: seq, Event: next, Replaced: replaced}
 		if err := v.Write("S", []projector.Row{row}, nil, nil, projector.Mark{Seq: seq}); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +67,7 @@ func TestOverdueIndex(t *testing.T) {
 	if got := overdue(t0.Add(time.Second - time.Nanosecond)); len(got) != 0 {
 		t.Fatalf("due before its deadline: %v", got)
 	}
-	if got := overdue(t0.Add(time.Second)); !slices.Equal(got, []string{id}) {
+	if got := overdue(t0.Add(time.Second)); !slices.Equal(got, []string{testID}) {
 		t.Fatalf("at its deadline: %v", got)
 	}
 	// Resent (unknown outcome, dispatched again) folded as one row: the
@@ -64,7 +77,7 @@ func TestOverdueIndex(t *testing.T) {
 	if got := overdue(t0.Add(time.Second)); len(got) != 0 {
 		t.Fatalf("stale entry under the first deadline: %v", got)
 	}
-	if got := overdue(t0.Add(time.Minute)); !slices.Equal(got, []string{id}) {
+	if got := overdue(t0.Add(time.Minute)); !slices.Equal(got, []string{testID}) {
 		t.Fatalf("at the second deadline: %v", got)
 	}
 	// Leaving DISPATCHED removes it.
@@ -77,11 +90,7 @@ func TestOverdueIndex(t *testing.T) {
 // Point lookups find what is there and nothing else once the rows sit in
 // the bottom level (where they are read through its bloom filters).
 func TestLookupsAfterCompaction(t *testing.T) {
-	v, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openViews(t)
 	ctx := context.Background()
 	var rows []projector.Row
 	intents := map[string]projector.Intent{}
@@ -126,36 +135,30 @@ func TestLookupsAfterCompaction(t *testing.T) {
 // (outside the hash): Head returns every other field as stored, and a row
 // written with the whole event (before) reads the same.
 func TestHeadRowWithoutSignature(t *testing.T) {
-	v, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openViews(t)
 	ctx := context.Background()
-	const id = "act_01M8RC0WVC1SVYYKBZ5A5NRX1Z"
-	const subj = "pc.exec.f1." + id
-	ev := &pb.Event{EventId: "evt_1", Type: pb.EventType_EVENT_TYPE_ATTACHED, Subject: subj, ExecutionId: id, TimeUnixNano: 42, GatewayId: "gw-a",
+	ev := &pb.Event{EventId: "evt_1", Type: pb.EventType_EVENT_TYPE_ATTACHED, Subject: testSubject, ExecutionId: testID, TimeUnixNano: 42, GatewayId: "gw-a",
 		PrevHash: []byte("prev-hash-32-bytes-0123456789abc"), Hash: []byte("hash-32-bytes-0123456789abcdefgh"),
 		Signature: make([]byte, 64), GroupPath: [][]byte{make([]byte, 32), make([]byte, 32)}, GroupIndex: 3, GroupSize: 4,
 		Body: &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{
-			Execution:   &pb.Execution{ExecutionId: id, State: pb.State_STATE_ACCEPTED, AttachCount: 1},
+			Execution:   &pb.Execution{ExecutionId: testID, State: pb.State_STATE_ACCEPTED, AttachCount: 1},
 			Correlation: &pb.Correlation{JsonrpcId: "7", SessionId: "s"}}}}
 	data, err := proto.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Write takes the row's event: it gets a copy.
-	if err := v.Write("S", []projector.Row{{Subject: subj, Seq: 9, Data: data, Event: proto.Clone(ev).(*pb.Event), Accepted: true}}, nil, nil, projector.Mark{Seq: 9}); err != nil {
+	if err := v.Write("S", []projector.Row{{Subject: testSubject, Seq: 9, Data: data, Event: proto.Clone(ev).(*pb.Event), Accepted: true}}, nil, nil, projector.Mark{Seq: 9}); err != nil {
 		t.Fatal(err)
 	}
 	want := proto.Clone(ev).(*pb.Event)
 	want.Signature, want.GroupPath, want.GroupIndex, want.GroupSize = nil, nil, 0, 0
 	// The same head from the cache Write filled and from the row itself.
-	cached, err := v.Head(ctx, subj)
+	cached, err := v.Head(ctx, testSubject)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := v.storedHead(subj)
+	stored, err := v.storedHead(testSubject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +167,7 @@ func TestHeadRowWithoutSignature(t *testing.T) {
 			t.Fatalf("head %d %v, want 9 %v", h.Seq, h.Event, want)
 		}
 	}
-	val, closer, err := v.get(key(headPrefix, subj))
+	val, closer, err := v.get(key(headPrefix, testSubject))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +178,7 @@ func TestHeadRowWithoutSignature(t *testing.T) {
 	}
 	// A row of the whole event, as written before.
 	old := binary.BigEndian.AppendUint64(nil, 9)
-	if h, err := decodeHead(subj, append(old, data...)); err != nil || !proto.Equal(h.Event, ev) {
+	if h, err := decodeHead(testSubject, append(old, data...)); err != nil || !proto.Equal(h.Event, ev) {
 		t.Fatalf("whole-event row: %v %v", h.Event, err)
 	}
 }
@@ -184,11 +187,7 @@ func TestHeadRowWithoutSignature(t *testing.T) {
 // the sealer signs it as a checkpoint, so a sequence paired with a later
 // digest would be a checkpoint the events do not hash to.
 func TestMarkReadDuringWritesIsConsistent(t *testing.T) {
-	v, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openViews(t)
 	digest := func(seq uint64) []byte { return []byte(strconv.FormatUint(seq, 10)) }
 	const writes = 3000
 	done, stop := make(chan error, 1), make(chan struct{})
@@ -233,23 +232,17 @@ func TestMarkReadDuringWritesIsConsistent(t *testing.T) {
 // least that new: the cache Write fills moves before the checkpoint does,
 // and a later row replaces an earlier one.
 func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
-	v, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openViews(t)
 	ctx := context.Background()
-	const id = "act_01M8RC0WVC1SVYYKBZ5A5NRX1Z"
-	const subj = "pc.exec.f1." + id
 	const writes = 2000
 	rows := make([]projector.Row, writes+1) // made here: the writer may not call t.Fatal
 	for seq := uint64(1); seq <= writes; seq++ {
-		ev := &pb.Event{EventId: "evt_" + strconv.FormatUint(seq, 10), Subject: subj, ExecutionId: id, Signature: make([]byte, 64)}
+		ev := &pb.Event{EventId: "evt_" + strconv.FormatUint(seq, 10), Subject: testSubject, ExecutionId: testID, Signature: make([]byte, 64)}
 		data, err := proto.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows[seq] = projector.Row{Subject: subj, Seq: seq, Data: data, Event: ev, Accepted: seq == 1}
+		rows[seq] = projector.Row{Subject: testSubject, Seq: seq, Data: data, Event: ev, Accepted: seq == 1}
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -266,7 +259,7 @@ func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
 		if failed = v.WaitFor(ctx, seq); failed != nil {
 			break
 		}
-		h, err := v.Head(ctx, subj)
+		h, err := v.Head(ctx, testSubject)
 		if err == nil && (h.Seq < seq || h.Event.GetEventId() != "evt_"+strconv.FormatUint(h.Seq, 10) || h.Event.GetSignature() != nil) {
 			err = fmt.Errorf("after WaitFor(%d): head %d %v", seq, h.Seq, h.Event)
 		}
@@ -278,7 +271,7 @@ func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	h, err := v.Head(ctx, subj)
+	h, err := v.Head(ctx, testSubject)
 	if err != nil || h.Seq != writes {
 		t.Fatalf("last head %d %v, want %d", h.Seq, err, writes)
 	}
