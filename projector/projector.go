@@ -30,7 +30,7 @@ type Entry struct {
 	Seq     uint64
 	Subject string
 	Data    []byte
-	Time    time.Time // when the stream stored it
+	Time    time.Time // when the stream stored it (zero when it came from the writer's own feed)
 }
 
 // Source delivers a stream's events in order.

@@ -282,14 +282,20 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	signer := ljs.NewGroupSigner(signKey) // one for every lane: groups signed at once share a signature
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer})
+	// Each lane's projector folds this gateway's writes from its feed and
+	// reads the stream only for the rest (ljs.Source).
+	feeds := make(map[string]*ljs.Feed, g.Lanes.Count())
+	for k := range g.Lanes.Count() {
+		feeds[ledger.LaneStream(k)] = ljs.NewFeed()
+	}
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer, Feed: feeds[ledger.ExecutionsStream]})
 	if err != nil {
 		return nil, err
 	}
 	g.laneLogs = []*ljs.Log{g.jsLog}
 	for k := 1; k < g.Lanes.Count(); k++ {
 		name := ledger.LaneStream(k)
-		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSigner: signer})
+		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSigner: signer, Feed: feeds[name]})
 		if err != nil {
 			return nil, err
 		}
@@ -306,8 +312,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if g.Views, err = pebbleviews.Open(filepath.Join(o.DataDir, "views")); err != nil {
 		return nil, err
 	}
+	g.Views.OnBehind(func(stream string, seq uint64) {
+		if f := feeds[stream]; f != nil {
+			f.Want(seq)
+		}
+	})
 	for k, l := range g.laneLogs {
-		p := projector.New(ledger.LaneStream(k), ljs.Source{Stream: l.Stream()}, g.Views, g.log)
+		name := ledger.LaneStream(k)
+		p := projector.New(name, ljs.Source{Stream: l.Stream(), Feed: feeds[name]}, g.Views, g.log)
 		p.SetLane(k, g.Lanes)
 		p.SetKeys(g.Keyring)
 		p.OnQuarantine(g.quarantined)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/projector"
 )
 
 // Limits of the group committer.
@@ -118,6 +119,7 @@ type committer struct {
 	log         *slog.Logger
 	onCommit    func(messages int, took time.Duration)
 	signer      *GroupSigner // nil: events come signed
+	feed        *Feed        // nil: none
 
 	busyMu sync.Mutex
 	busy   claims // what the group being built and the groups in flight touch (claims.go)
@@ -146,7 +148,7 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 		ackWait = AckWaitMax
 	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signer: opt.GroupSigner,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signer: opt.GroupSigner, feed: opt.Feed,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: newClaims(), quit: make(chan struct{}),
 	}
 	if c.signer == nil {
@@ -400,6 +402,7 @@ func (c *committer) commit(batch []*decision, attempt int) {
 	switch {
 	case err == nil:
 		seq := last - uint64(len(msgs)) + 1
+		c.fed(msgs, seq)
 		for _, d := range batch {
 			seqs := make([]uint64, len(d.msgs))
 			for i, m := range d.msgs {
@@ -435,6 +438,18 @@ func (c *committer) commit(batch []*decision, attempt int) {
 			d.finish(nil, fmt.Errorf("%w: %v", ledger.ErrAppendUnknown, err))
 		}
 	}
+}
+
+// fed offers an acknowledged group, stored from sequence first on, to the feed.
+func (c *committer) fed(msgs []outMsg, first uint64) {
+	if c.feed == nil {
+		return
+	}
+	es := make([]projector.Entry, len(msgs))
+	for i, m := range msgs {
+		es[i] = projector.Entry{Seq: first + uint64(i), Subject: m.subject, Data: m.data}
+	}
+	c.feed.offer(es)
 }
 
 // transientBackoff is the wait before retry attempt+1: exponential with

@@ -55,6 +55,10 @@ type Options struct {
 	// this log's own with GroupSignKey: several logs sharing one (a sharded
 	// ledger's lanes) share signatures between groups made at once.
 	GroupSigner *GroupSigner
+	// Feed, when set, hears every acknowledged commit group, so the
+	// stream's projector can fold this gateway's writes without reading
+	// them back (Source.Feed).
+	Feed *Feed
 }
 
 // Open ensures the stream and starts the group committer. Close stops it.

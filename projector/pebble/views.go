@@ -72,7 +72,17 @@ type Views struct {
 	states   map[pb.State]int64 // executions by state, as committed
 
 	heads headCache // the heads Write wrote last, decoded
+
+	// behind hears a wait for a stream sequence the views do not hold yet
+	// (set before use; nil: none), so the stream's reader can fetch it.
+	behind func(stream string, seq uint64)
 }
+
+// OnBehind makes fn hear every wait for a sequence of a stream the views
+// do not hold yet (a projector's source reads the stream at once instead
+// of when it next looks). It must not block. Call it before the views are
+// read.
+func (v *Views) OnBehind(fn func(stream string, seq uint64)) { v.behind = fn }
 
 var (
 	_ ledger.Views    = (*Views)(nil)
@@ -315,7 +325,7 @@ func (v *Views) waitFor(ctx context.Context, stream string, seq uint64) error {
 		}
 		v.mu.Unlock()
 	}
-	for {
+	for told := false; ; told = true {
 		v.mu.Lock()
 		if v.applied[stream] >= seq {
 			v.mu.Unlock()
@@ -324,6 +334,9 @@ func (v *Views) waitFor(ctx context.Context, stream string, seq uint64) error {
 		ch := make(chan struct{})
 		v.waiters = append(v.waiters, ch)
 		v.mu.Unlock()
+		if !told && v.behind != nil {
+			v.behind(stream, seq)
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():

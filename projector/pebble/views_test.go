@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -296,5 +297,36 @@ func TestHeadCacheBounds(t *testing.T) {
 	}
 	if len(c.heads) > headCacheEntries {
 		t.Fatalf("%d entries, bound %d", len(c.heads), headCacheEntries)
+	}
+}
+
+// A wait for a sequence the views do not hold yet is told to OnBehind once
+// (so the stream's reader can fetch it); a wait the views already answer
+// is not.
+func TestWaitBehindIsTold(t *testing.T) {
+	v := openViews(t)
+	type told struct {
+		stream string
+		seq    uint64
+	}
+	var mu sync.Mutex
+	var got []told
+	v.OnBehind(func(stream string, seq uint64) {
+		mu.Lock()
+		got = append(got, told{stream, seq})
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := v.WaitFor(ctx, 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFor(3) on empty views: %v, want the deadline", err)
+	}
+	if err := v.WaitFor(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []told{{ledger.ExecutionsStream, 3}}; !slices.Equal(got, want) {
+		t.Fatalf("told %v, want %v", got, want)
 	}
 }
