@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,14 +27,15 @@ var _ projector.Source = Source{}
 // How a Source with a Feed watches the stream.
 const (
 	// feedGapWait is how long the next sequence may be missing while the
-	// stream is known to hold it (the feed has later ones, the stream's
-	// last sequence is past it, or someone waits for it) before the stream
-	// is read: acknowledgements of one stream's writes can reach the feed
-	// slightly out of order.
+	// stream is known to hold it (the feed has later ones, a look found it,
+	// or someone waits for it) before the stream is read: acknowledgements
+	// of one stream's writes can reach the feed slightly out of order, and
+	// a write is stored before it is acknowledged.
 	feedGapWait = 20 * time.Millisecond
-	// feedPollEvery is how often an idle Source looks at the stream's last
-	// sequence, so another gateway's write reaches the views unprompted.
-	feedPollEvery = 50 * time.Millisecond
+	// feedPollEvery is how often an idle Source looks whether the stream
+	// holds its next sequence, so another gateway's write reaches the views
+	// unprompted.
+	feedPollEvery = 200 * time.Millisecond
 	// feedQuiet is how long reading the stream must bring nothing but this
 	// gateway's own writes before the Source goes back to the feed alone.
 	feedQuiet = time.Second
@@ -193,8 +195,8 @@ func (t *fedTail) add(es []projector.Entry) {
 // fromFeed folds what the feed brings, in order, and returns (nil) when
 // the stream must be read: a sequence the stream is known to hold has been
 // missing for feedGapWait (the stream held it when the tail started, the
-// feed has later ones, or someone waits for it), or the stream's last
-// sequence was past the next one a whole poll ago.
+// feed has later ones, someone waits for it, or a look at the stream found
+// it).
 func (t *fedTail) fromFeed(ctx context.Context, deliver func([]projector.Entry) error) error {
 	f := t.src.Feed
 	last, err := t.src.LastSeq(ctx)
@@ -212,11 +214,12 @@ func (t *fedTail) fromFeed(ctx context.Context, deliver func([]projector.Entry) 
 	gap.Stop()
 	defer gap.Stop()
 	var missingSince time.Time
+	var found uint64 // the sequence the last look found stored (0: none)
 	for {
 		if err := t.foldRun(deliver); err != nil {
 			return err
 		}
-		if behind := len(t.pending) > 0 || f.want() >= t.next || held >= t.next; !behind {
+		if behind := len(t.pending) > 0 || f.want() >= t.next || held >= t.next || found >= t.next; !behind {
 			missingSince = time.Time{}
 		} else if missingSince.IsZero() {
 			missingSince = time.Now()
@@ -229,17 +232,25 @@ func (t *fedTail) fromFeed(ctx context.Context, deliver func([]projector.Entry) 
 			t.add(f.took(es))
 		case <-f.wants:
 		case <-poll.C:
-			if last >= t.next {
-				return nil // another writer's, or an unanswered write of ours
-			}
-			if l, err := t.src.LastSeq(ctx); err == nil {
-				last = l
+			if t.src.holds(ctx, t.next) {
+				found = t.next // another writer's, or an unanswered write of ours
 			}
 		case <-gap.C:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// holds reports whether the stream holds sequence seq: one direct get, far
+// cheaper than the stream's info, which it asks only when the get fails.
+func (s Source) holds(ctx context.Context, seq uint64) bool {
+	_, err := s.Stream.GetMsg(ctx, seq)
+	if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
+		return err == nil
+	}
+	last, err := s.LastSeq(ctx)
+	return err == nil && last >= seq
 }
 
 // foldRun delivers the fed entries that follow the last folded one.
