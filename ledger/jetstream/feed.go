@@ -60,8 +60,8 @@ func (f *Feed) took(es []projector.Entry) []projector.Entry {
 }
 
 // Want tells the feed's reader that someone waits for the views to hold
-// seq, so that it reads the stream at once if the feed cannot bring it,
-// rather than at its next look at the stream.
+// seq, so that it reads the stream for it when the feed has not brought it
+// within feedGapWait, rather than at its next look at the stream.
 func (f *Feed) Want(seq uint64) {
 	f.mu.Lock()
 	if seq > f.wanted {

@@ -174,10 +174,6 @@ type fedTail struct {
 	readAt    time.Time            // when the stream last delivered
 }
 
-// maxPending bounds the fed entries held for later folding; beyond it they
-// are dropped, and read from the stream when their turn comes.
-const maxPending = 1 << 16
-
 // add keeps the fed entries not yet folded; an entry already read from the
 // stream is this gateway's own.
 func (t *fedTail) add(es []projector.Entry) {
@@ -186,7 +182,7 @@ func (t *fedTail) add(es []projector.Entry) {
 			delete(t.unmatched, e.Seq)
 			continue
 		}
-		if len(t.pending) < maxPending {
+		if len(t.pending) < feedMax { // beyond: dropped, read from the stream in turn
 			t.pending[e.Seq] = e
 		}
 	}
