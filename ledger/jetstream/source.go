@@ -199,7 +199,7 @@ func (t *fedTail) fromFeed(ctx context.Context, deliver func([]projector.Entry) 
 	if err != nil {
 		return nil // read the stream (which reports its own failures)
 	}
-	held := last // what the stream held at the start: the feed may bring it (writes just made)
+	stored := last // the stream is known to hold up to here (at the start, and what a look found)
 	every := t.src.pollEvery
 	if every == 0 {
 		every = feedPollEvery
@@ -210,12 +210,11 @@ func (t *fedTail) fromFeed(ctx context.Context, deliver func([]projector.Entry) 
 	gap.Stop()
 	defer gap.Stop()
 	var missingSince time.Time
-	var found uint64 // the sequence the last look found stored (0: none)
 	for {
 		if err := t.foldRun(deliver); err != nil {
 			return err
 		}
-		if behind := len(t.pending) > 0 || f.want() >= t.next || held >= t.next || found >= t.next; !behind {
+		if behind := len(t.pending) > 0 || f.want() >= t.next || stored >= t.next; !behind {
 			missingSince = time.Time{}
 		} else if missingSince.IsZero() {
 			missingSince = time.Now()
@@ -229,7 +228,7 @@ func (t *fedTail) fromFeed(ctx context.Context, deliver func([]projector.Entry) 
 		case <-f.wants:
 		case <-poll.C:
 			if t.src.holds(ctx, t.next) {
-				found = t.next // another writer's, or an unanswered write of ours
+				stored = max(stored, t.next) // another writer's, or an unanswered write of ours
 			}
 		case <-gap.C:
 		case <-ctx.Done():
