@@ -54,9 +54,8 @@ func (f *Feed) offer(es []projector.Entry) {
 }
 
 // took notes that the reader took es out of the feed.
-func (f *Feed) took(es []projector.Entry) []projector.Entry {
+func (f *Feed) took(es []projector.Entry) {
 	f.held.Add(-int64(len(es)))
-	return es
 }
 
 // Want tells the feed's reader that someone waits for the views to hold

@@ -133,7 +133,7 @@ func (s Source) consume(ctx context.Context, from uint64, deliver func([]project
 		case d := <-msgs:
 			batch, last = append(batch, d.Entry), d
 		case es := <-feed:
-			t.add(t.src.Feed.took(es))
+			t.add(es)
 			continue
 		case <-tick:
 			if t.caughtUp(time.Now()) {
@@ -174,9 +174,10 @@ type fedTail struct {
 	readAt    time.Time            // when the stream last delivered
 }
 
-// add keeps the fed entries not yet folded; an entry already read from the
-// stream is this gateway's own.
+// add takes fed entries out of the feed and keeps those not yet folded;
+// an entry already read from the stream is this gateway's own.
 func (t *fedTail) add(es []projector.Entry) {
+	t.src.Feed.took(es)
 	for _, e := range es {
 		if e.Seq < t.next {
 			delete(t.unmatched, e.Seq)
@@ -224,7 +225,7 @@ func (t *fedTail) fromFeed(ctx context.Context, deliver func([]projector.Entry) 
 		}
 		select {
 		case es := <-f.entries:
-			t.add(f.took(es))
+			t.add(es)
 		case <-f.wants:
 		case <-poll.C:
 			if t.src.holds(ctx, t.next) {
@@ -251,13 +252,13 @@ func (s Source) holds(ctx context.Context, seq uint64) bool {
 // foldRun delivers the fed entries that follow the last folded one.
 func (t *fedTail) foldRun(deliver func([]projector.Entry) error) error {
 	for {
-		drained := false
-		for !drained {
+	drain:
+		for {
 			select {
 			case es := <-t.src.Feed.entries:
-				t.add(t.src.Feed.took(es))
+				t.add(es)
 			default:
-				drained = true
+				break drain
 			}
 		}
 		var batch []projector.Entry
