@@ -282,12 +282,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	signer := ljs.NewGroupSigner(signKey) // one for every lane: groups signed at once share a signature
-	// Each lane's projector folds this gateway's writes from its feed and
-	// reads the stream only for the rest (ljs.Source).
-	feeds := make(map[string]*ljs.Feed, g.Lanes.Count())
+	// Each lane's projector, the budget's and the sessions' fold this
+	// gateway's writes from its feed and read the stream only for the rest
+	// (ljs.Source).
+	feeds := make(map[string]*ljs.Feed, g.Lanes.Count()+2)
 	for k := range g.Lanes.Count() {
 		feeds[ledger.LaneStream(k)] = ljs.NewFeed()
 	}
+	feeds[keeper.Stream], feeds[mcp.SessionsStream] = ljs.NewFeed(), ljs.NewFeed()
 	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer, Feed: feeds[ledger.ExecutionsStream]})
 	if err != nil {
 		return nil, err
@@ -301,7 +303,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		}
 		g.laneLogs = append(g.laneLogs, l)
 	}
-	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(keeper.Stream)})
+	g.budLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(keeper.Stream), Feed: feeds[keeper.Stream]})
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +328,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		g.LaneProjectors = append(g.LaneProjectors, p)
 	}
 	g.Projector = g.LaneProjectors[0]
-	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream()}, g.Views, g.log)
+	g.Budget = projector.NewBudget(ljs.Source{Stream: g.budLog.Stream(), Feed: feeds[keeper.Stream]}, g.Views, g.log)
 	g.Budget.SetKeys(g.Keyring)
 	g.Budget.OnQuarantine(g.quarantined)
 	g.Keeper = keeper.New(g.Metrics.Log(keeper.Stream, g.budLog), g.Views, id, o.Now)
@@ -350,11 +352,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(mcp.SessionsStream)})
+	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(mcp.SessionsStream), Feed: feeds[mcp.SessionsStream]})
 	if err != nil {
 		return nil, err
 	}
-	g.Sessions = projector.NewJournal(mcp.SessionsStream, ljs.Source{Stream: g.sesLog.Stream()}, g.Views, g.log)
+	g.Sessions = projector.NewJournal(mcp.SessionsStream, ljs.Source{Stream: g.sesLog.Stream(), Feed: feeds[mcp.SessionsStream]}, g.Views, g.log)
 	g.Sessions.SetKeys(g.Keyring)
 	g.Sessions.OnQuarantine(g.quarantined)
 
