@@ -174,6 +174,7 @@ type Gateway struct {
 	budLog    *ljs.Log
 	audLog    *ljs.Log
 	sesLog    *ljs.Log
+	feeds     map[string]*ljs.Feed // by stream: what its committer hands its projector
 	sealer    *sealer
 	mcp       *mcp.Gateway
 	cancel    context.CancelFunc
@@ -286,6 +287,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	// gateway's writes from its feed and read the stream only for the rest
 	// (ljs.Source).
 	feeds := make(map[string]*ljs.Feed, g.Lanes.Count()+2)
+	g.feeds = feeds
 	for k := range g.Lanes.Count() {
 		feeds[ledger.LaneStream(k)] = ljs.NewFeed()
 	}

@@ -79,8 +79,16 @@ func (g *Gateway) watch(o Options) {
 	for k, l := range g.laneLogs {
 		streams[ledger.LaneStream(k)] = lag(ledger.LaneStream(k), l.LastSeq)
 	}
+	sources := map[string]func() telemetry.SourceCounts{}
+	for name, f := range g.feeds {
+		sources[name] = func() telemetry.SourceCounts {
+			n := f.Stats()
+			return telemetry.SourceCounts{Fed: n.Fed, Read: n.Read, Reads: n.Reads}
+		}
+	}
 	g.Metrics.Watch(telemetry.LedgerState{
 		Streams:         streams,
+		Sources:         sources,
 		ExecutionStates: g.Views.ExecutionStates,
 		Accounts: func(fn func(name, currency string, limit, spent, held int64)) error {
 			return g.Views.EachAccount(func(a *budget.Account) { fn(a.Name, a.Currency, a.Limit, a.Spent, a.Held) })

@@ -164,6 +164,16 @@ type LedgerState struct {
 	// every scrape, so it must not scan (the views keep the counts).
 	ExecutionStates func() map[pb.State]int64
 	Accounts        func(fn func(name, currency string, limit, spent, held int64)) error
+	// Sources says, per stream, how its projector's events arrived.
+	Sources map[string]func() SourceCounts
+}
+
+// SourceCounts is how a projector's events arrived: from its own
+// gateway's committer, or read from the stream, and how often it started
+// reading the stream (another gateway writes there, or an event came from
+// no gateway).
+type SourceCounts struct {
+	Fed, Read, Reads uint64
 }
 
 // Watch registers the gauges that read the ledger at scrape time.
@@ -184,6 +194,10 @@ var (
 		"An account's confirmed spend in minor units.", []string{"account", "currency"}, nil)
 	budgetHeldDesc = prometheus.NewDesc("portcullis_budget_held_minor",
 		"An account's open holds in minor units.", []string{"account", "currency"}, nil)
+	projectorEventsDesc = prometheus.NewDesc("portcullis_projector_events_total",
+		"Events a projector folded, by stream and source: feed (this gateway's own writes, handed over by its committer) or stream (read back from the stream: other gateways' events, messages no gateway wrote, appends whose answer was lost).", []string{"stream", "source"}, nil)
+	projectorReadsDesc = prometheus.NewDesc("portcullis_projector_stream_reads_total",
+		"Times a projector started reading its stream because it held events this gateway's committer did not hand over; it stops again after a quiet second. Rising steadily: another gateway writes the stream.", []string{"stream"}, nil)
 	scrapeErrDesc = prometheus.NewDesc("portcullis_scrape_errors",
 		"Reads of the ledger this scrape could not make, by source.", []string{"source"}, nil)
 )
@@ -204,7 +218,7 @@ type account struct {
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagDesc, streamSeqDesc, executionsDesc, budgetLimitDesc, budgetSpentDesc, budgetHeldDesc, scrapeErrDesc} {
+	for _, d := range []*prometheus.Desc{lagDesc, streamSeqDesc, executionsDesc, budgetLimitDesc, budgetSpentDesc, budgetHeldDesc, projectorEventsDesc, projectorReadsDesc, scrapeErrDesc} {
 		ch <- d
 	}
 }
@@ -220,6 +234,12 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(streamSeqDesc, prometheus.GaugeValue, float64(last), stream)
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(last-min(applied, last)), stream)
+	}
+	for stream, counts := range c.s.Sources {
+		n := counts()
+		ch <- prometheus.MustNewConstMetric(projectorEventsDesc, prometheus.CounterValue, float64(n.Fed), stream, "feed")
+		ch <- prometheus.MustNewConstMetric(projectorEventsDesc, prometheus.CounterValue, float64(n.Read), stream, "stream")
+		ch <- prometheus.MustNewConstMetric(projectorReadsDesc, prometheus.CounterValue, float64(n.Reads), stream)
 	}
 	if c.s.ExecutionStates != nil {
 		for state, n := range executionStates(c.s.ExecutionStates()) {

@@ -18,8 +18,9 @@ import (
 // A gateway that writes alone folds its own events from its committers
 // (ljs.Feed): after a tools/call through a journaled session and a budget
 // reserve and settle, its views hold all of it and none of the streams it
-// wrote (executions, budget, sessions) has a consumer. A projector that
-// read its stream back would keep an ordered consumer open on it.
+// wrote (executions, budget, sessions) has a consumer, and the metrics
+// count every event as fed. A projector that read its stream back would
+// keep an ordered consumer open on it. A forged message is still read.
 func TestOwnWritesNeedNoConsumer(t *testing.T) {
 	ctx := context.Background()
 	tg := newTarget(t)
@@ -64,6 +65,22 @@ func TestOwnWritesNeedNoConsumer(t *testing.T) {
 			t.Errorf("%s: %d consumers after this gateway's own writes, want none (its projector reads the stream back)", name, info.State.Consumers)
 		}
 	}
+	// The metrics say the same: every event came from the feed.
+	fams := scrape(t, g)
+	for _, name := range []string{ledger.ExecutionsStream, keeper.Stream, mcp.SessionsStream} {
+		wantSample(t, fams, "portcullis_projector_events_total", map[string]string{"stream": name, "source": "feed"}, float64(streamLast(t, g, name)))
+		wantSample(t, fams, "portcullis_projector_events_total", map[string]string{"stream": name, "source": "stream"}, 0)
+		wantSample(t, fams, "portcullis_projector_stream_reads_total", map[string]string{"stream": name}, 0)
+	}
+	// A message no gateway wrote is read from the stream, set aside, and counted.
+	js := attacker(t, g)
+	if _, err := js.Publish(ctx, "pc.budget.fed", []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	waitQuarantined(t, g, 1)
+	fams = scrape(t, g)
+	wantAtLeast(t, fams, "portcullis_projector_events_total", map[string]string{"stream": keeper.Stream, "source": "stream"}, 1)
+	wantAtLeast(t, fams, "portcullis_projector_stream_reads_total", map[string]string{"stream": keeper.Stream}, 1)
 }
 
 func streamInfo(t *testing.T, g *server.Gateway, name string) *jetstream.StreamInfo {

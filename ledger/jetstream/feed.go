@@ -31,6 +31,21 @@ type Feed struct {
 
 	mu     sync.Mutex
 	wanted uint64 // the highest sequence asked for
+
+	fed, read, reads atomic.Uint64 // FeedStats
+}
+
+// FeedStats counts how the events of a fed source (Source with a Feed)
+// reached its projector.
+type FeedStats struct {
+	Fed   uint64 // events folded from the feed: this gateway's writes
+	Read  uint64 // events folded from the stream: everything the feed did not bring
+	Reads uint64 // times the source started reading the stream
+}
+
+// Stats reads the counts so far.
+func (f *Feed) Stats() FeedStats {
+	return FeedStats{Fed: f.fed.Load(), Read: f.read.Load(), Reads: f.reads.Load()}
 }
 
 // NewFeed returns an empty Feed.

@@ -70,6 +70,7 @@ func (s Source) Tail(ctx context.Context, from uint64, deliver func([]projector.
 		if err := t.fromFeed(ctx, deliver); err != nil {
 			return err
 		}
+		s.Feed.reads.Add(1)
 		next, err := s.consume(ctx, t.next, deliver, t)
 		if err != nil {
 			return err
@@ -156,6 +157,7 @@ func (s Source) consume(ctx context.Context, from uint64, deliver func([]project
 			return 0, err
 		}
 		if t != nil {
+			t.src.Feed.read.Add(uint64(len(batch)))
 			t.read(batch, last.pending, time.Now())
 		}
 	}
@@ -277,6 +279,7 @@ func (t *fedTail) foldRun(deliver func([]projector.Entry) error) error {
 		if err := deliver(batch); err != nil {
 			return err
 		}
+		t.src.Feed.fed.Add(uint64(len(batch)))
 	}
 }
 

@@ -152,6 +152,9 @@ func TestFeedFoldsOwnWritesAndReadsTheRest(t *testing.T) {
 	if n := stream.reads.Load(); n != 0 {
 		t.Fatalf("the source read the stream %d times while only its own gateway wrote", n)
 	}
+	if st := feed.Stats(); st != (FeedStats{Fed: 200}) {
+		t.Fatalf("feed stats alone: %+v, want 200 fed, nothing read", st)
+	}
 	// Interleaved with another writer and a message no gateway wrote.
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -165,6 +168,9 @@ func TestFeedFoldsOwnWritesAndReadsTheRest(t *testing.T) {
 	if stream.reads.Load() == 0 {
 		t.Fatal("another writer's events were folded without reading the stream")
 	}
+	if st := feed.Stats(); st.Fed+st.Read != 501 || st.Read < 101 || st.Reads == 0 {
+		t.Fatalf("feed stats with another writer: %+v, want 501 folded once each, at least the 101 foreign ones read", st)
+	}
 	// Alone again: after a quiet second the source stops reading.
 	for deadline := time.Now().Add(10 * time.Second); stream.active.Load() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -176,6 +182,9 @@ func TestFeedFoldsOwnWritesAndReadsTheRest(t *testing.T) {
 	waitTailed(t, own, r)
 	if n := stream.reads.Load(); n != reads {
 		t.Fatalf("the source read the stream %d more times after another writer stopped", n-reads)
+	}
+	if st := feed.Stats(); st.Fed+st.Read != 701 {
+		t.Fatalf("feed stats alone again: %+v, want 701 folded once each", st)
 	}
 }
 
