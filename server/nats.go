@@ -59,6 +59,7 @@ type natsConn struct {
 	url      string
 	credsDir string // the data dir holding the embedded server's credentials
 	role     natsauth.Role
+	stage    staging // batch staging directories on a tmpfs (staging.go)
 }
 
 // NATSStreams names every stream of the ledger and the one finance reads,
@@ -431,6 +432,7 @@ func (n *natsConn) close() {
 		n.server.Shutdown()
 		n.server.WaitForShutdown()
 	}
+	n.stage.stop()
 }
 
 // metaStream holds the ledger's meta records (trust records, the

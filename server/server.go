@@ -81,8 +81,12 @@ type Options struct {
 	// UnsafeNoFsync lets the embedded server sync every 2 minutes instead of
 	// on every write. Acknowledged writes can be lost on power loss.
 	UnsafeNoFsync bool
-	GatewayID     string
-	Logger        *slog.Logger
+	// BatchStaging is where the embedded server stages the execution
+	// streams' atomic batches: StagingMemory (a tmpfs, the default) or
+	// StagingDisk (staging.go).
+	BatchStaging string
+	GatewayID    string
+	Logger       *slog.Logger
 	// Now is the ledger's clock (tests move it past match windows).
 	Now func() time.Time
 	// CheckpointEvery is how often the gateway seals signed checkpoints
@@ -175,6 +179,7 @@ type Gateway struct {
 	audLog    *ljs.Log
 	sesLog    *ljs.Log
 	feeds     map[string]*ljs.Feed // by stream: what its committer hands its projector
+	staging   string               // Options.BatchStaging
 	sealer    *sealer
 	mcp       *mcp.Gateway
 	cancel    context.CancelFunc
@@ -282,6 +287,19 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err := g.nats.ensureLanes(ctx, replicas, g.Lanes, g.log); err != nil {
 		return nil, err
 	}
+	// The lanes' atomic batches are staged in memory (staging.go); a lane
+	// staged so groups its decisions from fewer pending on.
+	g.staging = o.BatchStaging
+	pipeline := make([]int, g.Lanes.Count())
+	for k := range pipeline {
+		staged, err := g.StageInMemory(ledger.LaneStream(k))
+		if err != nil {
+			return nil, err
+		}
+		if staged {
+			pipeline[k] = ljs.PipelineStagedInMemory
+		}
+	}
 	signer := ljs.NewGroupSigner(signKey) // one for every lane: groups signed at once share a signature
 	// Each lane's projector, the budget's and the sessions' fold this
 	// gateway's writes from its feed and read the stream only for the rest
@@ -292,14 +310,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		feeds[ledger.LaneStream(k)] = ljs.NewFeed()
 	}
 	feeds[keeper.Stream], feeds[mcp.SessionsStream] = ljs.NewFeed(), ljs.NewFeed()
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer, Feed: feeds[ledger.ExecutionsStream]})
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer, Feed: feeds[ledger.ExecutionsStream], Pipeline: pipeline[0]})
 	if err != nil {
 		return nil, err
 	}
 	g.laneLogs = []*ljs.Log{g.jsLog}
 	for k := 1; k < g.Lanes.Count(); k++ {
 		name := ledger.LaneStream(k)
-		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSigner: signer, Feed: feeds[name]})
+		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSigner: signer, Feed: feeds[name], Pipeline: pipeline[k]})
 		if err != nil {
 			return nil, err
 		}

@@ -44,6 +44,9 @@ func (o Options) validate() error {
 	if o.ExecShards < 0 || o.ExecShards > ledger.MaxLanes {
 		return fmt.Errorf("--exec-shards %d: must be 0 (the ledger's, or the default for a new one) to %d", o.ExecShards, ledger.MaxLanes)
 	}
+	if err := checkStaging(o.BatchStaging); err != nil {
+		return err
+	}
 	if o.CheckpointEvery < 0 {
 		return fmt.Errorf("--checkpoint-every %s: must not be negative", o.CheckpointEvery)
 	}

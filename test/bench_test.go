@@ -115,15 +115,16 @@ func benchAction(i int, run string) fingerprint.Action {
 // it: the same callers, each waiting for one 300-byte message with its own
 // subject and compare-and-set header, over 1 or 4 file streams. grouped:
 // each stream's committer sends what is pending (never more than there are
-// callers) as one atomic batch, or as pipelined publishes when 16 or fewer
-// are pending; plain: each caller publishes on its own.
+// callers) as one atomic batch, or as pipelined publishes when the ledger's
+// pipeline or fewer are pending, its batches staged as the ledger's
+// (benchkit.Stager); plain: each caller publishes on its own.
 func BenchmarkRawCeiling(b *testing.B) {
 	for _, streams := range []int{1, 4} {
 		for _, mode := range []benchkit.Mode{benchkit.Grouped, benchkit.Plain} {
 			for _, callers := range benchCallers {
 				b.Run(fmt.Sprintf("streams=%d/%s/callers=%d", streams, mode, callers), func(b *testing.B) {
 					g := benchGateway(b)
-					r, err := benchkit.NewRaw(context.Background(), natsConnect(b, g, natsauth.Admin), streams, callers, mode)
+					r, err := benchkit.NewRaw(context.Background(), natsConnect(b, g, natsauth.Admin), streams, callers, mode, g.StageInMemory)
 					if err != nil {
 						b.Fatal(err)
 					}

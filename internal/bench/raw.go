@@ -31,7 +31,7 @@ func rawCeiling(shards int, mode benchkit.Mode) workload {
 		if shards > 1 {
 			server.RaiseProcsForFsync(slog.New(slog.DiscardHandler)) // as a gateway of that many shards
 		}
-		r, err := benchkit.NewRaw(ctx, nc, shards, callers, mode)
+		r, err := benchkit.NewRaw(ctx, nc, shards, callers, mode, g.StageInMemory)
 		if err != nil {
 			nc.Close()
 			g.close()

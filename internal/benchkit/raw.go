@@ -36,8 +36,10 @@ const (
 	Plain Mode = "plain"
 	// Grouped: each stream's committer takes what is pending (never more
 	// than there are callers) and sends it as one atomic batch, or as
-	// pipelined plain publishes when ledgerjs.PipelineMax or fewer are
-	// pending, as the ledger's committer.
+	// pipelined plain publishes when the ledger's pipeline or fewer are
+	// pending (ledgerjs.PipelineMax, or ledgerjs.PipelineStagedInMemory for
+	// a stream whose batches are staged in memory), as the ledger's
+	// committer.
 	Grouped Mode = "grouped"
 )
 
@@ -59,9 +61,14 @@ type Raw struct {
 	payload []byte
 }
 
+// Stager stages a stream's atomic batches in memory, as a gateway does its
+// execution streams' (server.Gateway.StageInMemory), and reports whether it did.
+type Stager func(stream string) (bool, error)
+
 // NewRaw creates the streams on nc's JetStream (which needs the right to
-// create streams) for callers concurrent callers.
-func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode) (*Raw, error) {
+// create streams) for callers concurrent callers. stage, when set, is
+// asked to stage each stream's batches as the ledger's are.
+func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode, stage Stager) (*Raw, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -74,10 +81,21 @@ func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode) 
 			r.Close()
 			return nil, fmt.Errorf("create raw stream: %w", err)
 		}
+		pipeline := ledgerjs.PipelineMax
+		if stage != nil {
+			staged, err := stage("RAW" + strconv.Itoa(s))
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			if staged {
+				pipeline = ledgerjs.PipelineStagedInMemory
+			}
+		}
 		q := make(chan rawReq, callers)
 		r.queues = append(r.queues, q)
 		for range rawWorkers {
-			go rawCommit(nc, q, callers, r.quit)
+			go rawCommit(nc, q, callers, pipeline, r.quit)
 		}
 	}
 	return r, nil
@@ -105,7 +123,7 @@ func (r *Raw) Append(caller int) error {
 }
 
 // rawCommit is one in-flight slot of a stream's committer.
-func rawCommit(nc *nats.Conn, q chan rawReq, callers int, quit chan struct{}) {
+func rawCommit(nc *nats.Conn, q chan rawReq, callers, pipeline int, quit chan struct{}) {
 	for {
 		var first rawReq
 		select {
@@ -123,7 +141,7 @@ func rawCommit(nc *nats.Conn, q chan rawReq, callers int, quit chan struct{}) {
 				break fill
 			}
 		}
-		if len(group) <= ledgerjs.PipelineMax {
+		if len(group) <= pipeline {
 			rawPipelined(nc, group)
 			continue
 		}

@@ -64,10 +64,16 @@ const (
 )
 
 // PipelineMax is how many single-message decisions the committer keeps in
-// flight as plain publishes: a group of no more goes out plain, a larger
-// one as an atomic batch. The raw ceiling (internal/benchkit) sends the
-// same way.
+// flight as plain publishes by default: a group of no more goes out plain,
+// a larger one as an atomic batch. The raw ceiling (internal/benchkit)
+// sends the same way.
 const PipelineMax = 16
+
+// PipelineStagedInMemory is the pipeline of a stream whose atomic batches
+// the server stages in memory (Options.Pipeline): a batch then costs about
+// one fsync, so it pays from a handful of decisions on. Measured against
+// 2, 8 and 16 in docs/performance.md ("Batches staged in memory").
+const PipelineStagedInMemory = 4
 
 var errClosed = errors.New("ledger log closed")
 
@@ -120,6 +126,7 @@ type committer struct {
 	onCommit    func(messages int, took time.Duration)
 	signer      *GroupSigner // nil: events come signed
 	feed        *Feed        // nil: none
+	pipeline    int          // single decisions kept in flight as plain publishes
 
 	busyMu sync.Mutex
 	busy   claims // what the group being built and the groups in flight touch (claims.go)
@@ -147,8 +154,12 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 	if ackWait <= 0 {
 		ackWait = AckWaitMax
 	}
+	pipeline := opt.Pipeline
+	if pipeline <= 0 {
+		pipeline = PipelineMax
+	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signer: opt.GroupSigner, feed: opt.Feed,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signer: opt.GroupSigner, feed: opt.Feed, pipeline: pipeline,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: newClaims(), quit: make(chan struct{}),
 	}
 	if c.signer == nil {
@@ -199,10 +210,10 @@ type sent struct {
 // is pending: while fewer than inflightMax batches await their
 // acknowledgement it sends whatever is pending at once (no caller waits
 // for a batch to fill). While no batch is in flight and the group fits in
-// what remains of PipelineMax plain publishes in flight, it goes out as
+// what remains of c.pipeline plain publishes in flight, it goes out as
 // plain publishes that hold no batch slot (a few plain publishes cost the
 // server less than one atomic batch's staging); else it takes a batch slot
-// (commit pipelines up to PipelineMax single decisions, sends more as one
+// (commit pipelines up to c.pipeline single decisions, sends more as one
 // atomic batch). Beyond that, arrivals pile up into the next batch, so
 // under load no plain publish takes the server's time from a batch. The server
 // commits one stream's writes one after another, so a second batch in
@@ -211,7 +222,7 @@ type sent struct {
 func (c *committer) run() {
 	defer c.wg.Done()
 	var carry []*decision
-	done := make(chan sent, c.inflightMax+PipelineMax)
+	done := make(chan sent, c.inflightMax+c.pipeline)
 	batches, plains := 0, 0
 	for {
 		pending := len(carry) + len(c.queue)
@@ -219,7 +230,7 @@ func (c *committer) run() {
 			var group []*decision
 			group, carry = c.collect(carry)
 			if len(group) > 0 {
-				if batches > 0 || len(group) > PipelineMax-plains || !singleMessages(group) {
+				if batches > 0 || len(group) > c.pipeline-plains || !singleMessages(group) {
 					batches++
 					go func() {
 						c.sign(group)
@@ -377,7 +388,7 @@ func (c *committer) sign(batch []*decision) {
 // machine's disk for its staging store) that only pays off for larger
 // batches.
 func (c *committer) commit(batch []*decision, attempt int) {
-	if len(batch) > 1 && len(batch) <= PipelineMax && singleMessages(batch) {
+	if len(batch) > 1 && len(batch) <= c.pipeline && singleMessages(batch) {
 		var wg sync.WaitGroup
 		for _, d := range batch {
 			wg.Add(1)

@@ -59,6 +59,11 @@ type Options struct {
 	// stream's projector can fold this gateway's writes without reading
 	// them back (Source.Feed).
 	Feed *Feed
+	// Pipeline is how many single-message decisions may be in flight as
+	// plain publishes before a group goes out as an atomic batch (default
+	// PipelineMax; PipelineStagedInMemory where the server stages batches
+	// in memory).
+	Pipeline int
 }
 
 // Open ensures the stream and starts the group committer. Close stops it.
