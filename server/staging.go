@@ -54,6 +54,17 @@ const (
 // stagingRoot is the tmpfs the staging directories are made in.
 var stagingRoot = "/dev/shm"
 
+// stagingMarker, in each staging directory, names the link that points at
+// it, so a later start can remove directories whose link is gone (a gateway
+// killed, its data dir deleted). nats-server reads only the batch
+// directories it names, never this file.
+const stagingMarker = ".portcullis-link"
+
+// stagingSweepAge is how old an orphaned staging directory must be before
+// it is removed: a gateway starting at the same time may not have made its
+// link yet.
+const stagingSweepAge = time.Minute
+
 // stagingHealEvery is how often the staging directories are checked and
 // made again if something removed them (systemd's RemoveIPC, a cleaner of
 // /dev/shm): a batch staged meanwhile fails as incomplete, which the
@@ -68,6 +79,7 @@ type staging struct {
 	quit  chan struct{}
 	done  chan struct{}
 	start sync.Once
+	sweep sync.Once // orphans removed once a start
 }
 
 // checkStaging refuses an unknown --batch-staging.
@@ -102,8 +114,9 @@ func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
 	}
 	link := filepath.Join(streamDir, "batches")
 	sum := sha256.Sum256([]byte(link))
-	dir := filepath.Join(stagingRoot, "portcullis-batches-"+hex.EncodeToString(sum[:8]))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir := filepath.Join(stagingRoot, stagingPrefix+hex.EncodeToString(sum[:8]))
+	n.stage.sweep.Do(func() { sweepOrphans(lg) })
+	if err := makeStagingDir(dir, link); err != nil {
 		return false, fmt.Errorf("stage %s in memory: %w", stream, err)
 	}
 	switch target, err := os.Readlink(link); {
@@ -160,9 +173,9 @@ func (s *staging) heal() {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		for _, dir := range s.dirs {
+		for link, dir := range s.dirs {
 			if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-				_ = os.MkdirAll(dir, 0o700)
+				_ = makeStagingDir(dir, link)
 			}
 		}
 		s.mu.Unlock()
@@ -182,6 +195,40 @@ func (s *staging) stop() {
 	defer s.mu.Unlock()
 	for _, dir := range s.dirs {
 		_ = os.RemoveAll(dir)
+	}
+}
+
+// stagingPrefix starts the name of every staging directory.
+const stagingPrefix = "portcullis-batches-"
+
+// makeStagingDir makes dir (if missing) with its marker naming link.
+func makeStagingDir(dir, link string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, stagingMarker), []byte(link), 0o600)
+}
+
+// sweepOrphans removes the staging directories on the tmpfs that no link
+// points at any more and that are older than stagingSweepAge: nobody can
+// finish a batch staged there.
+func sweepOrphans(lg *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(stagingRoot, stagingPrefix+"*"))
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < stagingSweepAge {
+			continue
+		}
+		link, err := os.ReadFile(filepath.Join(dir, stagingMarker))
+		if err != nil {
+			continue // not ours, or still being made
+		}
+		if target, err := os.Readlink(string(link)); err == nil && target == dir {
+			continue
+		}
+		if err := os.RemoveAll(dir); err == nil {
+			lg.Debug("removed an orphaned batch staging directory", "dir", dir, "link", string(link))
+		}
 	}
 }
 
