@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nuid"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -28,9 +29,7 @@ import (
 // a clean stop removes it, and a restart links it again. With
 // --batch-staging disk nothing is linked.
 func TestBatchesStagedInMemory(t *testing.T) {
-	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
-		t.Skip("no /dev/shm on this machine")
-	}
+	needTmpfs(t)
 	dataDir := t.TempDir()
 	start := func(staging string) *server.Gateway {
 		t.Helper()
@@ -164,6 +163,16 @@ func TestBatchStagingRefusesUnknownMode(t *testing.T) {
 	}
 }
 
+// needTmpfs skips a test of the batch staging where /dev/shm is not a
+// writable tmpfs (the gateway then stages on disk).
+func needTmpfs(t *testing.T) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC || unix.Access("/dev/shm", unix.W_OK) != nil {
+		t.Skip("/dev/shm is not a writable tmpfs on this machine")
+	}
+}
+
 // histogram finds the histogram of family name whose labels include want.
 func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Histogram {
 	t.Helper()
@@ -191,9 +200,7 @@ next:
 // a young one, one whose link still points at it, and a directory that is
 // not a staging directory are kept.
 func TestOrphanedStagingIsSwept(t *testing.T) {
-	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
-		t.Skip("no /dev/shm on this machine")
-	}
+	needTmpfs(t)
 	old := time.Now().Add(-2 * time.Minute)
 	mk := func(link string, at time.Time) string {
 		t.Helper()
