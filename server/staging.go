@@ -121,8 +121,8 @@ func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
 	}
 	switch target, err := os.Readlink(link); {
 	case err == nil && target == dir:
-		// Left by a process that did not stop cleanly: kept, the server
-		// may have finished a batch from it.
+		// Linked already (the server removes the link at its start, so
+		// by this process: the stream staged twice).
 	case err == nil:
 		return false, fmt.Errorf("stage %s in memory: %s points at %s, not %s", stream, link, target, dir)
 	case errors.Is(err, os.ErrNotExist):
@@ -131,8 +131,9 @@ func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
 		}
 	default:
 		// A real directory: the server made it, and may be staging a
-		// batch in it. Left alone; the next start links it.
-		_ = os.Remove(dir)
+		// batch in it. Left alone; the next start links it. Nothing can
+		// reach a batch staged in dir any more.
+		_ = os.RemoveAll(dir)
 		lg.Info("atomic batches staged on disk until the next start", "stream", stream, "dir", link)
 		return false, nil
 	}

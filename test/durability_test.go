@@ -44,13 +44,25 @@ func TestMain(m *testing.M) {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		// The kernel may hand a port it just freed out again, so two calls
+		// in a row can return one address (a test's two gateways then
+		// were one: TestMCPDeadGatewayDispatchResolvesByClass failed so
+		// in CI). An address is handed out once a test binary.
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
+
+// handedOut holds every address freeAddr returned.
+var handedOut sync.Map
 
 // serveProcess runs `portcullis serve` and waits until it answers.
 func serveProcess(t testing.TB, dataDir, addr, cfg string, extra ...string) *exec.Cmd {
