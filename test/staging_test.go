@@ -176,66 +176,11 @@ func needTmpfs(t *testing.T) {
 // histogram finds the histogram of family name whose labels include want.
 func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Histogram {
 	t.Helper()
-next:
-	for _, m := range fams[name].GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
+	for _, m := range metrics(fams, name, want) {
 		if m.Histogram != nil {
 			return m.GetHistogram()
 		}
 	}
 	t.Fatalf("%s%v: no histogram", name, want)
 	return nil
-}
-
-// A gateway's start removes staging directories on the tmpfs whose link is
-// gone (a gateway killed, its data dir deleted) once they are a minute old;
-// a young one, one whose link still points at it, and a directory that is
-// not a staging directory are kept.
-func TestOrphanedStagingIsSwept(t *testing.T) {
-	needTmpfs(t)
-	old := time.Now().Add(-2 * time.Minute)
-	mk := func(link string, at time.Time) string {
-		t.Helper()
-		dir := filepath.Join("/dev/shm", "portcullis-batches-test"+nuid.Next())
-		if err := os.MkdirAll(filepath.Join(dir, "staged"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if link != "" {
-			if err := os.WriteFile(filepath.Join(dir, ".portcullis-link"), []byte(link), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.Chtimes(dir, at, at); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		return dir
-	}
-	gone := filepath.Join(t.TempDir(), "deleted", "batches")
-	orphan := mk(gone, old)
-	young := mk(gone, time.Now())
-	unmarked := mk("", old)
-	live := mk(filepath.Join(t.TempDir(), "batches"), old)
-	link, _ := os.ReadFile(filepath.Join(live, ".portcullis-link"))
-	if err := os.Symlink(live, string(link)); err != nil {
-		t.Fatal(err)
-	}
-
-	startGateway(t, "", nil)
-	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
-		t.Errorf("an orphaned staging directory a minute old was kept (%v)", err)
-	}
-	for name, dir := range map[string]string{"young": young, "unmarked": unmarked, "linked": live} {
-		if _, err := os.Stat(dir); err != nil {
-			t.Errorf("the %s staging directory was removed: %v", name, err)
-		}
-	}
 }

@@ -55,21 +55,7 @@ func scrape(t *testing.T, g *server.Gateway) map[string]*dto.MetricFamily {
 // histogram it returns the sample count.
 func sample(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
 	t.Helper()
-	f, ok := fams[name]
-	if !ok {
-		return 0, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
+	for _, m := range metrics(fams, name, want) {
 		switch {
 		case m.Counter != nil:
 			return m.GetCounter().GetValue(), true
@@ -80,6 +66,25 @@ next:
 		}
 	}
 	return 0, false
+}
+
+// metrics are the samples of family name whose labels include want.
+func metrics(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
+	var out []*dto.Metric
+next:
+	for _, m := range fams[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 func wantSample(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string, want float64) {
