@@ -117,7 +117,8 @@ func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
 	dir := filepath.Join(stagingRoot, stagingPrefix+hex.EncodeToString(sum[:8]))
 	n.stage.sweep.Do(func() { sweepOrphans(lg) })
 	if err := makeStagingDir(dir, link); err != nil {
-		return false, fmt.Errorf("stage %s in memory: %w", stream, err)
+		lg.Warn("atomic batches staged on disk: no staging directory of ours on the tmpfs", "stream", stream, "err", err)
+		return false, nil
 	}
 	switch target, err := os.Readlink(link); {
 	case err == nil && target == dir:
@@ -203,9 +204,20 @@ func (s *staging) stop() {
 const stagingPrefix = "portcullis-batches-"
 
 // makeStagingDir makes dir (if missing) with its marker naming link.
+// /dev/shm is writable by every local user and the name is predictable, so
+// a directory someone else made (or a link of theirs) is refused: staged
+// batches go only into a directory of this user's that nobody else may
+// write.
 func makeStagingDir(dir, link string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o077 != 0 {
+		return fmt.Errorf("%s is not a directory of this user's that only it may use (mode %o, owner %d)", dir, st.Mode, st.Uid)
 	}
 	return os.WriteFile(filepath.Join(dir, stagingMarker), []byte(link), 0o600)
 }

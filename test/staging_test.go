@@ -2,6 +2,8 @@ package test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -183,4 +185,56 @@ func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, wan
 	}
 	t.Fatalf("%s%v: no histogram", name, want)
 	return nil
+}
+
+// /dev/shm is writable by every local user and the staging directory's name
+// is predictable: a directory made there by someone else (here: open to
+// everyone) or a link put in its place is not staged into; the gateway
+// stages on disk and its batches land.
+func TestStagingRefusesForeignDirectory(t *testing.T) {
+	needTmpfs(t)
+	for name, plant := range map[string]func(t *testing.T, dir string){
+		"open to everyone": func(t *testing.T, dir string) {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"a link": func(t *testing.T, dir string) {
+			if err := os.Symlink(t.TempDir(), dir); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			link := filepath.Join(dataDir, "jetstream", "jetstream", "$G", "streams", ledger.ExecutionsStream, "batches")
+			sum := sha256.Sum256([]byte(link))
+			dir := filepath.Join("/dev/shm", "portcullis-batches-"+hex.EncodeToString(sum[:8]))
+			plant(t, dir)
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			g, err := server.Start(context.Background(), server.Options{
+				DataDir: dataDir, Listen: "127.0.0.1:0", ConfigPath: writeConfig(t), NatsListen: "127.0.0.1:-1",
+				FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close(context.Background())
+			if target, err := os.Readlink(link); err == nil {
+				t.Fatalf("batches staged into %s, a directory this gateway did not make for itself", target)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ".portcullis-link")); err == nil {
+				t.Fatal("the gateway wrote into a staging directory it did not make for itself")
+			}
+			run := "run:" + nuid.Next()
+			for i := range 20 {
+				if _, err := g.Ledger.Begin(context.Background(), ledger.BeginInput{Action: benchAction(i, run)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }
