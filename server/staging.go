@@ -52,7 +52,7 @@ const (
 )
 
 // stagingRoot is the tmpfs the staging directories are made in.
-var stagingRoot = "/dev/shm"
+const stagingRoot = "/dev/shm"
 
 // stagingMarker, in each staging directory, names the link that points at
 // it, so a later start can remove directories whose link is gone (a gateway
