@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +71,19 @@ func run() error {
 	scaleLoad := flag.Int("scale-load-callers", 256, "concurrent callers that fill the ledger before the decision latency cells")
 	flag.StringVar(&scaleMemProfile, "scale-memprofile", "", "write a heap profile at each scale point's memory reading to this file name, suffixed .<executions>")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	traceOut := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	flag.Parse()
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
