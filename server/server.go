@@ -426,8 +426,8 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 
 // CompressMinBytes is the smallest Connect response the gateway gzips for
 // a caller that accepts it. Connect's default (0) gzips every response:
-// for a Begin's answer of about a kilobyte that cost a fresh compressor's
-// reset and the caller's decompression, about 0.2 ms of CPU per call, to
+// for a Begin's answer of about half a kilobyte that cost a compressor's
+// reset and the caller's decompression, 0.1-0.2 ms of CPU per call, to
 // save a few hundred bytes (docs/performance.md, "Connect responses
 // uncompressed below 8 KiB"). Lists of executions and holds are larger and
 // still go compressed.
