@@ -184,7 +184,8 @@ func run() error {
 	add(seriesReserve, "reserve+settle/s", func() workload { return reserveSpread(false) })
 	add(seriesReserveConnect, "reserve+settle/s", func() workload { return reserveSpread(true) })
 	add(seriesMCPDirect, "calls/s", func() workload { return mcpDirect })
-	add(seriesMCP, "calls/s", func() workload { return mcpPortcullis })
+	add(seriesMCP, "calls/s", func() workload { return mcpPortcullis(latestMCP) })
+	add(seriesMCPSession, "calls/s", func() workload { return mcpPortcullis(sessionMCP) })
 
 	fmt.Printf("%-28s %7s %12s %9s %9s %8s %9s %6s\n", "series", "callers", "rate", "p50 ms", "p99 ms", "ops", "cpu µs/op", "cores")
 	for _, s := range suites {
@@ -254,6 +255,7 @@ const (
 	seriesReserveConnect = "Reserve, Connect"
 	seriesMCPDirect      = "tools/call, direct MCP"
 	seriesMCP            = "tools/call, Portcullis"
+	seriesMCPSession     = "tools/call, Portcullis, 2025-11-25 session"
 )
 
 func seriesRawN(n int) string { return fmt.Sprintf("raw ceiling, %d streams", n) }

@@ -22,13 +22,22 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // sessions opens one Go SDK client session per caller, each with its own
 // transport (its own agent process).
-func sessions(ctx context.Context, endpoint string, n int) ([]*sdk.ClientSession, error) {
+// The protocol versions the tools/call clients speak: the SDK's latest
+// (2026-07-28: stateless requests, no session), and 2025-11-25, a
+// stateful session whose responses stream as SSE and are kept for
+// resumption (the response event store is on their path).
+const (
+	latestMCP  = ""
+	sessionMCP = "2025-11-25"
+)
+
+func sessions(ctx context.Context, endpoint string, n int, version string) ([]*sdk.ClientSession, error) {
 	out := make([]*sdk.ClientSession, n)
 	for i := range out {
 		c := sdk.NewClient(&sdk.Implementation{Name: "bench-agent", Version: "1"}, nil)
 		s, err := c.Connect(ctx, &sdk.StreamableClientTransport{
 			Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{agentToken, httpClient().Transport}}, MaxRetries: -1,
-		}, nil)
+		}, &sdk.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			closeSessions(out[:i])
 			return nil, fmt.Errorf("mcp connect: %w", err)
@@ -63,7 +72,7 @@ func mcpDirect(ctx context.Context, callers int) (opFunc, func(), error) {
 		tg.Close()
 		return nil, nil, err
 	}
-	ss, err := sessions(ctx, d.URL, callers)
+	ss, err := sessions(ctx, d.URL, callers, latestMCP)
 	if err != nil {
 		d.Close()
 		tg.Close()
@@ -73,8 +82,16 @@ func mcpDirect(ctx context.Context, callers int) (opFunc, func(), error) {
 		func() { closeSessions(ss); d.Close(); tg.Close() }, nil
 }
 
-// mcpPortcullis: tools/call through /mcp (Begin, dispatch, target, result, delivered).
-func mcpPortcullis(ctx context.Context, callers int) (opFunc, func(), error) {
+// mcpPortcullis: tools/call through /mcp (Begin, dispatch, target, result,
+// delivered), by clients speaking protocol version (latestMCP or
+// sessionMCP).
+func mcpPortcullis(version string) workload {
+	return func(ctx context.Context, callers int) (opFunc, func(), error) {
+		return mcpPortcullisCalls(ctx, callers, version)
+	}
+}
+
+func mcpPortcullisCalls(ctx context.Context, callers int, version string) (opFunc, func(), error) {
 	tg, err := benchkit.StartTarget()
 	if err != nil {
 		return nil, nil, err
@@ -84,7 +101,7 @@ func mcpPortcullis(ctx context.Context, callers int) (opFunc, func(), error) {
 		tg.Close()
 		return nil, nil, err
 	}
-	ss, err := sessions(ctx, "http://"+g.Addr+"/mcp", callers)
+	ss, err := sessions(ctx, "http://"+g.Addr+"/mcp", callers, version)
 	if err != nil {
 		g.close()
 		tg.Close()

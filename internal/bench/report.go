@@ -200,7 +200,7 @@ func plots(cells []Cell, shards int) map[string]string {
 		"reserve.svg": chart("Reserve + settle over 1 000 accounts", "operations/s (log)", cells, rate,
 			[]string{seriesReserve, seriesReserveConnect}),
 		"toolscall.svg": chart("MCP tools/call: through Portcullis vs a direct MCP server", "calls/s (log)", cells, rate,
-			[]string{seriesMCP, seriesMCPDirect}),
+			[]string{seriesMCP, seriesMCPSession, seriesMCPDirect}),
 		"latency.svg": chart("p50 latency", "ms (log)", cells, p50,
 			[]string{seriesBegin, seriesBeginConnect, seriesPG, seriesRedis, seriesMCP, seriesMCPDirect}),
 	}
