@@ -20,8 +20,6 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.rt.RoundTrip(r)
 }
 
-// sessions opens one Go SDK client session per caller, each with its own
-// transport (its own agent process).
 // The protocol versions the tools/call clients speak: the SDK's latest
 // (2026-07-28: stateless requests, no session), and 2025-11-25, a
 // stateful session whose responses stream as SSE and are kept for
@@ -31,6 +29,8 @@ const (
 	sessionMCP = "2025-11-25"
 )
 
+// sessions opens one Go SDK client session per caller, each with its own
+// transport (its own agent process), speaking protocol version.
 func sessions(ctx context.Context, endpoint string, n int, version string) ([]*sdk.ClientSession, error) {
 	out := make([]*sdk.ClientSession, n)
 	for i := range out {
