@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,11 +17,29 @@ import (
 
 // Response streams of stateful MCP sessions are kept in JetStream, so a
 // client that lost its stream can resume it with Last-Event-ID from what
-// was durably sent, not from one process's memory.
+// was stored before it was sent, at whichever gateway it reconnects to
+// (the request is forwarded to the session's owner).
+//
+// They are kept in memory, not on disk. A stored event serves one thing:
+// resuming a stream of a session that is still alive in its gateway's
+// memory. What would need them on disk, a restart of that gateway (or of
+// the embedded server inside it), ends the session as well, so the events
+// could never be resumed; a cluster keeps three copies in memory across a
+// node's loss. The record of the call (its result included) is in the
+// ledger, fsynced, and a retry of a call whose stream cannot be resumed
+// gets the stored result. On disk, each event was one more fsync on the
+// call's path (two on a 2025-11-25 call: the SSE priming event and the
+// response), which halved such calls' rate at 64 clients
+// (docs/performance.md, "Response streams in memory").
 const (
 	StreamsStream   = "PORTCULLIS_MCP_STREAMS"
 	streamsSubjects = "pc.mcp.*.*"
 	streamsMaxAge   = 24 * time.Hour // resumption is bounded; older streams are gone
+	// streamsMaxBytes bounds the memory the stored events take (on each
+	// replica); beyond it the oldest events go first, and a resumption of
+	// a stream whose events went gets none (the retry gets the stored
+	// result). About two minutes of 2 KiB responses at 1 000 calls/s.
+	streamsMaxBytes = 256 << 20
 	readWaitMax     = 5 * time.Second
 )
 
@@ -33,21 +52,47 @@ type EventStore struct {
 
 var _ sdk.EventStore = (*EventStore)(nil)
 
-// StreamsConfig is the response streams' stream: file storage, 24h retention.
+// StreamsConfig is the response streams' stream: memory storage, bounded
+// by streamsMaxBytes, 24h retention.
 func StreamsConfig(replicas int) jetstream.StreamConfig {
 	if replicas <= 0 {
 		replicas = 1
 	}
 	return jetstream.StreamConfig{
-		Name: StreamsStream, Subjects: []string{streamsSubjects}, Storage: jetstream.FileStorage,
-		Description: "Portcullis: MCP response streams of stateful sessions, for resumption with Last-Event-ID (JSON-RPC messages, kept for a bounded age)",
-		Replicas:    replicas, MaxAge: streamsMaxAge, AllowDirect: true,
+		Name: StreamsStream, Subjects: []string{streamsSubjects}, Storage: jetstream.MemoryStorage,
+		Description: "Portcullis: MCP response streams of stateful sessions, for resumption with Last-Event-ID (JSON-RPC messages, in memory, kept for a bounded age and size)",
+		Replicas:    replicas, MaxAge: streamsMaxAge, MaxBytes: streamsMaxBytes, AllowDirect: true,
 	}
 }
 
-// OpenEventStore ensures the stream (see StreamsConfig).
+// diskStreamsConfig is the stream as gateways before memory storage made
+// it: a stream's storage cannot change in place, so a ledger that has one
+// keeps it (see EnsureStreamsStream).
+func diskStreamsConfig(replicas int) jetstream.StreamConfig {
+	cfg := StreamsConfig(replicas)
+	cfg.Storage, cfg.MaxBytes = jetstream.FileStorage, 0
+	cfg.Description = "Portcullis: MCP response streams of stateful sessions, for resumption with Last-Event-ID (JSON-RPC messages, kept for a bounded age)"
+	return cfg
+}
+
+// EnsureStreamsStream ensures the response streams' stream (StreamsConfig).
+// One made on disk by an earlier version is kept on disk, with a warning
+// saying how to move it to memory: its storage cannot be changed in place,
+// and removing it would drop the streams that live sessions may resume.
+func EnsureStreamsStream(ctx context.Context, js jetstream.JetStream, replicas int, lg *slog.Logger) (jetstream.Stream, error) {
+	cfg := StreamsConfig(replicas)
+	if cur, err := js.Stream(ctx, StreamsStream); err == nil && cur.CachedInfo().Config.Storage == jetstream.FileStorage {
+		cfg = diskStreamsConfig(replicas)
+		if lg != nil {
+			lg.Warn("the MCP response streams are kept on disk, as an earlier version made them: every stored event is an fsync on its call's path; to keep them in memory, delete the stream as the NATS admin user while no session needs to resume, then start a gateway (or run `portcullis streams`)", "stream", StreamsStream)
+		}
+	}
+	return ljs.EnsureConfig(ctx, js, cfg, lg)
+}
+
+// OpenEventStore ensures the stream (see EnsureStreamsStream).
 func OpenEventStore(ctx context.Context, js jetstream.JetStream, replicas int) (*EventStore, error) {
-	s, err := ljs.EnsureConfig(ctx, js, StreamsConfig(replicas), nil)
+	s, err := EnsureStreamsStream(ctx, js, replicas, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ensure %s: %w", StreamsStream, err)
 	}

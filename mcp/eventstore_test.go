@@ -58,3 +58,42 @@ func TestEventStoreOnJetStream(t *testing.T) {
 		t.Fatalf("after an event that does not exist: %v", err)
 	}
 }
+
+// The response streams' stream is made in memory; one an earlier version
+// made on disk is kept on disk (its storage cannot change in place) and
+// still serves.
+func TestEventStoreInMemoryOrKeptOnDisk(t *testing.T) {
+	ctx := context.Background()
+	_, nc := natstest.Start(t)
+	js, _ := jetstream.New(nc)
+	e, err := OpenEventStore(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.Config; c.Storage != jetstream.MemoryStorage || c.MaxBytes != streamsMaxBytes || c.MaxAge != streamsMaxAge {
+		t.Fatalf("a new stream: storage %v, max bytes %d, max age %v; want memory, %d, %v", c.Storage, c.MaxBytes, c.MaxAge, streamsMaxBytes, streamsMaxAge)
+	}
+
+	_, nc2 := natstest.Start(t)
+	js2, _ := jetstream.New(nc2)
+	if _, err := js2.CreateStream(ctx, diskStreamsConfig(1)); err != nil {
+		t.Fatal(err)
+	}
+	old, err := OpenEventStore(ctx, js2, 1)
+	if err != nil {
+		t.Fatalf("a stream made on disk before: %v", err)
+	}
+	if info, err := old.stream.Info(ctx); err != nil || info.Config.Storage != jetstream.FileStorage {
+		t.Fatalf("a stream made on disk before: %v, %v; want it kept on disk", info, err)
+	}
+	if err := old.Append(ctx, "sess-1", "stream-1", []byte("e0")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := collect(t, old, -1); err != nil || len(got) != 1 || got[0] != "e0" {
+		t.Fatalf("read back from the disk stream: %v %v", got, err)
+	}
+}

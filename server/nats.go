@@ -321,7 +321,11 @@ func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Log
 		}
 	}
 	for _, cfg := range streamConfigs(replicas) {
-		if _, err := ljs.EnsureConfig(ctx, js, cfg, lg); err != nil {
+		ensure := func() error { _, err := ljs.EnsureConfig(ctx, js, cfg, lg); return err }
+		if cfg.Name == mcp.StreamsStream {
+			ensure = func() error { _, err := mcp.EnsureStreamsStream(ctx, js, replicas, lg); return err }
+		}
+		if err := ensure(); err != nil {
 			return err
 		}
 	}
