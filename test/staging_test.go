@@ -187,6 +187,53 @@ func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string, wan
 	return nil
 }
 
+// A gateway's start removes staging directories on the tmpfs whose link is
+// gone (a gateway killed, its data dir deleted) once they are a minute old;
+// a young one, one whose link still points at it, and a directory that is
+// not a staging directory are kept.
+func TestOrphanedStagingIsSwept(t *testing.T) {
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		t.Skip("no /dev/shm on this machine")
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	mk := func(link string, at time.Time) string {
+		t.Helper()
+		dir := filepath.Join("/dev/shm", "portcullis-batches-test"+nuid.Next())
+		if err := os.MkdirAll(filepath.Join(dir, "staged"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if link != "" {
+			if err := os.WriteFile(filepath.Join(dir, ".portcullis-link"), []byte(link), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(dir, at, at); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	gone := filepath.Join(t.TempDir(), "deleted", "batches")
+	orphan := mk(gone, old)
+	young := mk(gone, time.Now())
+	unmarked := mk("", old)
+	live := mk(filepath.Join(t.TempDir(), "batches"), old)
+	link, _ := os.ReadFile(filepath.Join(live, ".portcullis-link"))
+	if err := os.Symlink(live, string(link)); err != nil {
+		t.Fatal(err)
+	}
+
+	startGateway(t, "", nil)
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("an orphaned staging directory a minute old was kept (%v)", err)
+	}
+	for name, dir := range map[string]string{"young": young, "unmarked": unmarked, "linked": live} {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("the %s staging directory was removed: %v", name, err)
+		}
+	}
+}
+
 // /dev/shm is writable by every local user and the staging directory's name
 // is predictable: a directory made there by someone else (here: open to
 // everyone) or a link put in its place is not staged into; the gateway
