@@ -289,14 +289,14 @@ func (n *natsConn) replicas(o Options) int {
 	return 1
 }
 
-// streamConfigs are every stream of the ledger at the given replica count.
+// streamConfigs are every stream of the ledger at the given replica count
+// but the MCP response streams' (ensureStreams ensures that one).
 func streamConfigs(replicas int) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}.Config(),
 		ljs.StreamSpec{Name: keeper.Stream, Description: streamDescriptions[keeper.Stream], Subjects: keeper.Subjects, Replicas: replicas}.Config(),
 		ljs.StreamSpec{Name: AuditStream, Description: streamDescriptions[AuditStream], Subjects: []string{checkpointSubjectPfx + "*"}, Replicas: replicas}.Config(),
 		ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}.Config(),
-		mcp.StreamsConfig(replicas),
 		metaConfig(replicas),
 		budgetLeaseConfig(replicas),
 	}
@@ -321,15 +321,14 @@ func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Log
 		}
 	}
 	for _, cfg := range streamConfigs(replicas) {
-		ensure := func() error { _, err := ljs.EnsureConfig(ctx, js, cfg, lg); return err }
-		if cfg.Name == mcp.StreamsStream {
-			ensure = func() error { _, err := mcp.EnsureStreamsStream(ctx, js, replicas, lg); return err }
-		}
-		if err := ensure(); err != nil {
+		if _, err := ljs.EnsureConfig(ctx, js, cfg, lg); err != nil {
 			return err
 		}
 	}
-	return nil
+	// The MCP response streams' storage depends on what an earlier
+	// version made (mcp.EnsureStreamsStream).
+	_, err := mcp.EnsureStreamsStream(ctx, js, replicas, lg)
+	return err
 }
 
 // EnsureStreams creates or updates every stream of the ledger on

@@ -11,8 +11,8 @@ import (
 )
 
 // A Connect answer below server.CompressMinBytes goes uncompressed even to
-// a caller that accepts gzip (compressing a Begin's kilobyte cost more CPU
-// than it saved); a larger one, a page of executions, is still gzipped.
+// a caller that accepts gzip (compressing a Begin's half kilobyte cost more
+// CPU than it saved); a larger one, a page of executions, is still gzipped.
 func TestConnectCompressesOnlyLargeResponses(t *testing.T) {
 	ctx := context.Background()
 	g := startGateway(t, "", nil)

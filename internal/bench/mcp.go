@@ -87,26 +87,22 @@ func mcpDirect(ctx context.Context, callers int) (opFunc, func(), error) {
 // sessionMCP).
 func mcpPortcullis(version string) workload {
 	return func(ctx context.Context, callers int) (opFunc, func(), error) {
-		return mcpPortcullisCalls(ctx, callers, version)
+		tg, err := benchkit.StartTarget()
+		if err != nil {
+			return nil, nil, err
+		}
+		g, err := startGW(ctx, mcpConfig(tg.URL), nil, "")
+		if err != nil {
+			tg.Close()
+			return nil, nil, err
+		}
+		ss, err := sessions(ctx, "http://"+g.Addr+"/mcp", callers, version)
+		if err != nil {
+			g.close()
+			tg.Close()
+			return nil, nil, err
+		}
+		return func(ctx context.Context, c, i int) error { return callTool(ctx, ss[c], i) },
+			func() { closeSessions(ss); g.close(); tg.Close() }, nil
 	}
-}
-
-func mcpPortcullisCalls(ctx context.Context, callers int, version string) (opFunc, func(), error) {
-	tg, err := benchkit.StartTarget()
-	if err != nil {
-		return nil, nil, err
-	}
-	g, err := startGW(ctx, mcpConfig(tg.URL), nil, "")
-	if err != nil {
-		tg.Close()
-		return nil, nil, err
-	}
-	ss, err := sessions(ctx, "http://"+g.Addr+"/mcp", callers, version)
-	if err != nil {
-		g.close()
-		tg.Close()
-		return nil, nil, err
-	}
-	return func(ctx context.Context, c, i int) error { return callTool(ctx, ss[c], i) },
-		func() { closeSessions(ss); g.close(); tg.Close() }, nil
 }
