@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"connectrpc.com/connect"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
+	"github.com/portcullis-dev/portcullis/internal/freeport"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	pebbleviews "github.com/portcullis-dev/portcullis/projector/pebble"
 	"github.com/portcullis-dev/portcullis/server"
@@ -42,27 +42,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// freeAddr is an address on 127.0.0.1 for a gateway or NATS to listen on
+// later, handed out once on this machine (package freeport: a port a
+// kernel's bind(0) in another test binary could take first failed CI).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		// The kernel may hand a port it just freed out again, so two calls
-		// in a row can return one address (a test's two gateways then
-		// were one: TestMCPDeadGatewayDispatchResolvesByClass failed so
-		// in CI). An address is handed out once a test binary.
-		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
-			return addr
-		}
+	addr, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return addr
 }
-
-// handedOut holds every address freeAddr returned.
-var handedOut sync.Map
 
 // serveProcess runs `portcullis serve` and waits until it answers.
 func serveProcess(t testing.TB, dataDir, addr, cfg string, extra ...string) *exec.Cmd {

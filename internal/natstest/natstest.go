@@ -5,7 +5,6 @@
 package natstest
 
 import (
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/portcullis-dev/portcullis/internal/freeport"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 )
 
@@ -220,18 +220,9 @@ func (c *Cluster) WaitMetaLeader() {
 
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
+	ports, err := freeport.Ports(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

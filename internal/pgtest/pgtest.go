@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/portcullis-dev/portcullis/internal/freeport"
 )
 
 // binDirs are searched in order for initdb and postgres.
@@ -212,12 +212,11 @@ func stop(cmd *exec.Cmd, exited <-chan struct{}) {
 }
 
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Ports(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return p[0], nil
 }
 
 // checkTraversable reports an error unless every component of dir (an
