@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os/exec"
@@ -58,6 +59,63 @@ func (c *clock) Advance(by time.Duration) { c.off.Add(int64(by)) }
 func startLedgerClock(t *testing.T, clk *clock) *ledger.Service {
 	t.Helper()
 	return startLedgerYAMLClock(t, testConfig, clk)
+}
+
+// Two transitions decided on one head (both read ACCEPTED before either
+// appends, held there by Require): the compare-and-set on the execution's
+// subject lets exactly one DISPATCHED land, and the loser, deciding again
+// on the winner's event, is refused. TestDriverRacingCallersSendOnce races
+// the same thing through the driver, where the overlap is up to the
+// scheduler; here it is certain.
+func TestTransitionsFromOneHeadLandOnce(t *testing.T) {
+	l := startLedger(t)
+	ctx := context.Background()
+	res, err := l.Begin(ctx, ledger.BeginInput{
+		Action:       fingerprint.Action{Actor: "agent-7", Tool: "charge", Channel: "fake", Arguments: []byte(`{"amount":5}`)},
+		OperationKey: "op-one-head",
+	})
+	if err != nil || res.Execution.GetState() != pb.State_STATE_ACCEPTED {
+		t.Fatalf("Begin: %v, %v", res.Execution.GetState(), err)
+	}
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	var once [2]sync.Once
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, token := range []string{"tok-a", "tok-b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = l.Transition(ctx, ledger.Change{
+				ExecutionID: res.Execution.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_DISPATCHED, DispatchToken: token,
+				Require: func(x *pb.Execution, _ time.Time) error {
+					once[i].Do(func() { // the first round only: both hold ACCEPTED
+						if x.GetState() != pb.State_STATE_ACCEPTED {
+							t.Errorf("transition %d read %v first", i, x.GetState())
+						}
+						arrived.Done()
+						arrived.Wait()
+					})
+					return nil
+				},
+			})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		var ite *ledger.IllegalTransitionError
+		switch {
+		case err == nil:
+			won++
+		case errors.As(err, &ite) && ite.State == pb.State_STATE_DISPATCHED:
+		default:
+			t.Fatalf("transition %d: %v", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d DISPATCHED landed from one ACCEPTED head, want 1 (errors %v)", won, errs)
+	}
 }
 
 // Many callers racing the same operation through one driver (a real

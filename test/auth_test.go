@@ -140,10 +140,7 @@ func serveWithCallers(t *testing.T, cfg, analystToken string) (string, string, s
 	t.Helper()
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--listen", addr, "--config", cfg, "--nats-listen", "127.0.0.1:-1")
-	cmd.Stderr = io.Discard
-	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
-	}
+	stderr := serveStderr(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +157,7 @@ func serveWithCallers(t *testing.T, cfg, analystToken string) (string, string, s
 			return addr, strings.TrimSpace(string(url)), dataDir
 		}
 	}
-	t.Fatal("portcullis serve did not come up")
+	t.Fatalf("portcullis serve did not come up on %s; the end of its log:\n%s", addr, stderr.tail(4096))
 	return "", "", ""
 }
 

@@ -39,6 +39,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// tail is the buffer's last n bytes (all of it when shorter).
+func (s *syncBuffer) tail(n int) string {
+	out := s.String()
+	return out[max(0, len(out)-n):]
+}
+
 // clusterOptions are a gateway's options on a test cluster, as the
 // gateway user (the streams are made by the admin first).
 func clusterOptions(t testing.TB, c *natstest.Cluster, id string, logs io.Writer) server.Options {

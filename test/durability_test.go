@@ -76,10 +76,7 @@ func serveProcessAs(t testing.TB, token, dataDir, addr, cfg string, extra ...str
 		}
 	}
 	cmd := exec.Command(binary, append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--config", cfg}, extra...)...)
-	cmd.Stderr = io.Discard
-	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
-	}
+	stderr := serveStderr(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +97,19 @@ func serveProcessAs(t testing.TB, token, dataDir, addr, cfg string, extra ...str
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("portcullis serve did not come up")
+	t.Fatalf("portcullis serve did not come up on %s; the end of its log:\n%s", addr, stderr.tail(4096))
 	return nil
+}
+
+// serveStderr collects a serve process's log, for the failure message of
+// a gateway that does not come up (and shows it with -v).
+func serveStderr(cmd *exec.Cmd) *syncBuffer {
+	b := &syncBuffer{}
+	cmd.Stderr = b
+	if testing.Verbose() {
+		cmd.Stderr = io.MultiWriter(b, os.Stderr)
+	}
+	return b
 }
 
 // serveDirs maps the NATS URL of a `portcullis serve` process on the

@@ -446,7 +446,7 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(withSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs syncBuffer
 	g := startMCPGatewayLog(t, cfg, "", &logs)
 	post := func(body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/mcp", strings.NewReader(body))
@@ -486,24 +486,6 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 	if l := logs.String(); len(l) == 0 || strings.Contains(l, secret) {
 		t.Fatalf("logs (%d bytes) hold the secret, or nothing was logged", len(l))
 	}
-}
-
-// lockedBuffer collects a gateway's log lines from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // waitState polls the ledger until the execution reaches state (bounded).
