@@ -112,8 +112,10 @@ func benchAction(i int, run string) fingerprint.Action {
 }
 
 // BenchmarkRawCeiling is the ceiling measured the way the ledger uses
-// it: the same callers, each waiting for one 300-byte message with its own
-// subject and compare-and-set header, over 1 or 4 file streams. grouped:
+// it: the same callers, each waiting for one message shaped as a Begin's
+// ACCEPTED event (benchkit.RawEvent bytes, a subject as long as the
+// ledger's, the compare-and-set header on its intent's filter), over 1 or 4
+// file streams. grouped:
 // each stream's committer sends what is pending (never more than there are
 // callers) as one atomic batch, or as pipelined publishes when the ledger's
 // pipeline or fewer are pending, its batches staged as the ledger's

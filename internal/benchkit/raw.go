@@ -22,7 +22,14 @@ import (
 // Limits of the raw ceiling's committer (the ledger's, see
 // ledger/jetstream/committer.go).
 const (
-	RawPayload  = 300  // bytes per message, about one signed event
+	// RawPayload is the baselines' bytes per decision (the Postgres
+	// table's event row, Redis's value): an idempotency row's digest,
+	// status and a short answer.
+	RawPayload = 300
+	// RawEvent is the raw ceiling's bytes per message: the data of one
+	// ACCEPTED event of the suite's Begin as the ledger stores it (934 at
+	// a group of one; a group's audit path adds 32 per level).
+	RawEvent    = 934
 	rawMaxBatch = 1000 // the server's atomic batch limit
 	rawWorkers  = 2    // batches in flight per stream, as the ledger's committer
 	rawAckWait  = 10 * time.Second
@@ -48,9 +55,11 @@ type rawReq struct {
 	done chan error
 }
 
-// Raw is the raw ceiling: callers each wait for one 300-byte message
-// with its own new subject and compare-and-set header, over shards file
-// streams (RAW0.., subjects raw0.>..).
+// Raw is the raw ceiling: callers each wait for one message shaped as
+// the ledger's ACCEPTED event (RawEvent bytes on a new subject as long as
+// pc.exec.<intent token>.<execution id>, with the compare-and-set header
+// on its intent's filter, as a Begin sends it), over shards file streams
+// (RAW0.., subjects raw0.>..).
 type Raw struct {
 	nc      *nats.Conn
 	shards  int
@@ -73,7 +82,7 @@ func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode, 
 	if err != nil {
 		return nil, err
 	}
-	r := &Raw{nc: nc, shards: shards, mode: mode, quit: make(chan struct{}), payload: make([]byte, RawPayload)}
+	r := &Raw{nc: nc, shards: shards, mode: mode, quit: make(chan struct{}), payload: make([]byte, RawEvent)}
 	for s := range shards {
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 			Name: "RAW" + strconv.Itoa(s), Subjects: []string{fmt.Sprintf("raw%d.>", s)}, Storage: jetstream.FileStorage, AllowAtomicPublish: true,
@@ -107,8 +116,12 @@ func (r *Raw) Close() { r.once.Do(func() { close(r.quit) }) }
 // Append is one decision of caller: one message, durable on return.
 func (r *Raw) Append(caller int) error {
 	s := caller % r.shards
-	m := &nats.Msg{Subject: fmt.Sprintf("raw%d.%s", s, nuid.Next()), Data: r.payload, Header: nats.Header{
-		"Nats-Expected-Last-Subject-Sequence": {"0"},
+	// An intent token (65 characters) and an execution id (30), as the
+	// ledger's subjects have them.
+	token := (nuid.Next() + nuid.Next() + nuid.Next())[:65]
+	m := &nats.Msg{Subject: fmt.Sprintf("raw%d.%s.act_%s", s, token, nuid.Next()+"0000"), Data: r.payload, Header: nats.Header{
+		"Nats-Expected-Last-Subject-Sequence":         {"0"},
+		"Nats-Expected-Last-Subject-Sequence-Subject": {fmt.Sprintf("raw%d.%s.*", s, token)},
 	}}
 	if r.mode == Plain {
 		resp, err := r.nc.RequestMsg(m, rawAckWait)
