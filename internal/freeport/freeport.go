@@ -10,7 +10,8 @@
 //
 // So a port comes from below the kernel's ephemeral range (which bind(0)
 // never picks) and is reserved across processes by an flock on a file
-// named after it, held until the test binary exits.
+// named after it, held until the test binary exits. Test binaries of one
+// user share the locks; the kernel's own picks cannot land there at all.
 package freeport
 
 import (
@@ -53,8 +54,8 @@ func Ports(n int) ([]int, error) {
 	if hi-lowest < 1000 {
 		return nil, fmt.Errorf("freeport: the ephemeral range starts at %d, leaving too few ports above %d", hi, lowest)
 	}
-	dir := filepath.Join(os.TempDir(), "portcullis-test-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	dir := lockDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	var out []int
@@ -66,7 +67,7 @@ func Ports(n int) ([]int, error) {
 		if _, mine := held[p]; mine {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
 			return nil, err
 		}
@@ -84,6 +85,12 @@ func Ports(n int) ([]int, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// lockDir holds the port locks of this user's test binaries (one per
+// user, so a directory another user made never stands in the way).
+func lockDir() string {
+	return filepath.Join(os.TempDir(), "portcullis-test-ports-"+strconv.Itoa(os.Getuid()))
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range

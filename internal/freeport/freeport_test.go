@@ -35,7 +35,7 @@ func TestPortsReservedOutsideEphemeralRange(t *testing.T) {
 		}
 		ln.Close()
 		// A second open file description stands for another process.
-		f, err := os.Open(filepath.Join(os.TempDir(), "portcullis-test-ports", strconv.Itoa(p)))
+		f, err := os.Open(filepath.Join(lockDir(), strconv.Itoa(p)))
 		if err != nil {
 			t.Fatal(err)
 		}
