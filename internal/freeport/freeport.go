@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 )
 
 // lowest is the lowest port handed out.
@@ -42,6 +43,16 @@ func Addr() (string, error) {
 		return "", err
 	}
 	return "127.0.0.1:" + strconv.Itoa(p[0]), nil
+}
+
+// Take is Ports for a test, which it fails when no ports are found.
+func Take(t testing.TB, n int) []int {
+	t.Helper()
+	ports, err := Ports(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports
 }
 
 // Ports are n distinct ports, each free now, outside the kernel's

@@ -108,7 +108,7 @@ func StartCluster(t testing.TB, n int, co ClusterOptions) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, CredsDir: t.TempDir()}
 	users := users(t, c.CredsDir)
-	client, route, monitor := freePorts(t, n), freePorts(t, n), freePorts(t, n)
+	client, route, monitor := freeport.Take(t, n), freeport.Take(t, n), freeport.Take(t, n)
 	var routes []string
 	for i := range n {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(route[i]))
@@ -216,13 +216,4 @@ func (c *Cluster) WaitMetaLeader() {
 		time.Sleep(50 * time.Millisecond) // polling observable state
 	}
 	c.t.Fatal("no JetStream meta leader")
-}
-
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports, err := freeport.Ports(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ports
 }

@@ -124,10 +124,11 @@ func Run() (*Server, error) {
 	ctx := context.Background()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		ports, err := freeport.Ports(1)
 		if err != nil {
 			return fail(err)
 		}
+		port := ports[0]
 		logPath := filepath.Join(root, fmt.Sprintf("postgres-%d.log", attempt))
 		logf, err := os.Create(logPath)
 		if err != nil {
@@ -209,14 +210,6 @@ func stop(cmd *exec.Cmd, exited <-chan struct{}) {
 		_ = cmd.Process.Kill()
 		<-exited
 	}
-}
-
-func freePort() (int, error) {
-	p, err := freeport.Ports(1)
-	if err != nil {
-		return 0, err
-	}
-	return p[0], nil
 }
 
 // checkTraversable reports an error unless every component of dir (an

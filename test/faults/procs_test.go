@@ -56,15 +56,6 @@ func buildBinaries(t testing.TB, dir string) (natsBin, pcBin string) {
 	return natsBin, pcBin
 }
 
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports, err := freeport.Ports(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ports
-}
-
 // proc is one child process that can be killed, paused and restarted.
 type proc struct {
 	name string
@@ -162,9 +153,9 @@ func (c *cluster) creds(r natsauth.Role) string { return natsauth.Path(c.credsDi
 // 127.0.0.1) and starts the nodes.
 func startCluster(t testing.TB, natsBin, dir string) *cluster {
 	t.Helper()
-	c := &cluster{credsDir: filepath.Join(dir, "creds"), client: freePorts(t, nodes), monitor: freePorts(t, nodes), corrupted: map[int]bool{}}
-	route := freePorts(t, nodes)
-	elsewhere := freePorts(t, nodes+1) // an isolated node's route listener, and a port nobody listens on
+	c := &cluster{credsDir: filepath.Join(dir, "creds"), client: freeport.Take(t, nodes), monitor: freeport.Take(t, nodes), corrupted: map[int]bool{}}
+	route := freeport.Take(t, nodes)
+	elsewhere := freeport.Take(t, nodes+1) // an isolated node's route listener, and a port nobody listens on
 	if err := natsauth.EnsureFiles(c.credsDir); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +303,7 @@ func (g *gateway) waitUp(t testing.TB) {
 
 func startGateways(t testing.TB, pcBin, dir, cfg, fpKey string, c *cluster) []*gateway {
 	t.Helper()
-	addrs := freePorts(t, nodes)
+	addrs := freeport.Take(t, nodes)
 	var gws []*gateway
 	for i := range nodes {
 		dataDir := filepath.Join(dir, fmt.Sprintf("gw%d", i))
