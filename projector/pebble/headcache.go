@@ -4,52 +4,86 @@ import (
 	"sync"
 
 	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/projector"
 )
 
-// Bounds of the head cache: a result body may be 256 KiB, so it is bounded
-// by the bytes of the rows it holds as well as by their number.
+// Bounds of one generation of the recent-rows caches (two generations are
+// kept, so each cache holds at most twice these). A result body may be
+// 256 KiB, so the heads are bounded by the bytes of the rows they hold as
+// well as by their number.
 const (
-	headCacheEntries = 1 << 16
-	headCacheBytes   = 32 << 20
+	headCacheEntries   = 1 << 15
+	headCacheBytes     = 16 << 20
+	intentCacheEntries = 1 << 15
+	intentCacheBytes   = 8 << 20
 )
 
-// headCache holds, decoded, the heads this process's projectors wrote
-// last, so the reads that follow a write on the same execution (the next
-// transition's decision, the fold of the next event) cost a map lookup
-// instead of a Pebble seek and a decode. Only Write fills it, after its
-// batch committed and before the checkpoint moves past it, while holding
-// the lock that orders the batches; a read never fills it, so an entry is
-// never older than the head Pebble held when the entry was set. A miss
-// reads Pebble. Its events are shared: nobody may change them.
-type headCache struct {
-	mu    sync.Mutex
-	heads map[string]cachedHead
-	bytes int
+// recentCache holds, decoded, the rows this process's projectors wrote
+// last (the heads, the intents), so the reads that follow a write on the
+// same key (the next transition's decision, a retry's attach, the fold of
+// the next event) cost a map lookup instead of a Pebble seek and a decode.
+//
+// Only Write fills it, after its batch committed and before the
+// checkpoint moves past it, while holding the lock that orders the
+// batches; a read never fills it, so an entry is never older than the row
+// Pebble held when the entry was set. A miss reads Pebble.
+//
+// It keeps two generations: when the current one reaches its bound it
+// becomes the previous one (the one before is dropped) and a new one
+// starts, so the most recent writes, at least one generation of them,
+// are always held. Emptying the whole cache at its bound instead left
+// anywhere from none to all of a retry's recent executions cached
+// (docs/performance.md, "Recent rows in memory"). Lookups try the current
+// generation first: a key written again since the switch is found there.
+type recentCache[V any] struct {
+	maxEntries, maxBytes int
+
+	mu        sync.Mutex
+	cur, prev map[string]cachedRow[V]
+	bytes     int // of cur
 }
 
-type cachedHead struct {
-	head ledger.Head
+type cachedRow[V any] struct {
+	row  V
 	size int
 }
 
-func (c *headCache) get(subject string) (ledger.Head, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.heads[subject]
-	return e.head, ok
+func newRecentCache[V any](maxEntries, maxBytes int) *recentCache[V] {
+	return &recentCache[V]{maxEntries: maxEntries, maxBytes: maxBytes}
 }
 
-// put remembers h as subject's head; size is the stored event's bytes
-// (a bound on its row's).
-func (c *headCache) put(subject string, h ledger.Head, size int) {
+func (c *recentCache[V]) get(key string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.heads[subject]; ok {
+	if e, ok := c.cur[key]; ok {
+		return e.row, true
+	}
+	e, ok := c.prev[key]
+	return e.row, ok
+}
+
+// put remembers row as key's; size is its bytes (a bound on its row's).
+func (c *recentCache[V]) put(key string, row V, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.cur[key]; ok {
 		c.bytes -= old.size
+		delete(c.cur, key)
 	}
-	if c.heads == nil || len(c.heads) >= headCacheEntries || c.bytes+size > headCacheBytes {
-		c.heads, c.bytes = make(map[string]cachedHead), 0 // simplest bound: a miss only costs a read
+	if c.cur == nil || len(c.cur) >= c.maxEntries || c.bytes+size > c.maxBytes {
+		c.prev, c.cur, c.bytes = c.cur, make(map[string]cachedRow[V]), 0
 	}
-	c.heads[subject] = cachedHead{head: h, size: size}
+	c.cur[key] = cachedRow[V]{row: row, size: size}
 	c.bytes += size
+}
+
+// The views' caches: heads by subject, intent rows by token.
+type (
+	headCache   = recentCache[ledger.Head]
+	intentCache = recentCache[projector.Intent]
+)
+
+func newHeadCache() *headCache { return newRecentCache[ledger.Head](headCacheEntries, headCacheBytes) }
+func newIntentCache() *intentCache {
+	return newRecentCache[projector.Intent](intentCacheEntries, intentCacheBytes)
 }

@@ -71,7 +71,8 @@ type Views struct {
 	statesMu sync.Mutex
 	states   map[pb.State]int64 // executions by state, as committed
 
-	heads headCache // the heads Write wrote last, decoded
+	heads   *headCache   // the heads Write wrote last, decoded
+	intents *intentCache // the intent rows Write wrote last
 
 	// behind hears a wait for a stream sequence the views do not hold yet
 	// (set before use; nil: none), so the stream's reader can fetch it.
@@ -102,7 +103,7 @@ func Open(dir string) (*Views, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open views %s: %w", dir, err)
 	}
-	v := &Views{db: db, applied: map[string]uint64{}}
+	v := &Views{db: db, applied: map[string]uint64{}, heads: newHeadCache(), intents: newIntentCache()}
 	for _, stream := range []string{ledger.ExecutionsStream, keeper.Stream} {
 		cp, err := v.Checkpoint(stream)
 		if err != nil {
@@ -206,6 +207,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	for _, r := range heads {
 		ledger.Unsign(r.Event)
 		v.heads.put(r.Subject, ledger.Head{Seq: r.Seq, Event: r.Event}, len(r.Data))
+	}
+	for token, in := range intents {
+		v.intents.put(token, in, len(token)+8+len(in.LatestSubject))
 	}
 	if states != nil {
 		v.states = states
@@ -386,6 +390,9 @@ func (v *Views) get(k []byte) ([]byte, io.Closer, error) {
 
 // IntentRow returns an intent's row.
 func (v *Views) IntentRow(token string) (projector.Intent, error) {
+	if in, ok := v.intents.get(token); ok {
+		return in, nil
+	}
 	val, closer, err := v.get(key(intentPrefix, token))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return projector.Intent{}, ledger.ErrNotFound

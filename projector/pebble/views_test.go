@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -113,6 +114,7 @@ func TestLookupsAfterCompaction(t *testing.T) {
 	if err := v.db.Compact(ctx, []byte("a"), []byte("z"), false); err != nil {
 		t.Fatal(err)
 	}
+	v.dropCaches() // read what Pebble holds
 	for _, i := range []int{0, 517, 999} {
 		in, err := v.Intent(ctx, "tok"+strconv.Itoa(i))
 		if err != nil || in.Latest.Event.GetExecutionId() != fmt.Sprintf("act_%04d", i) {
@@ -278,25 +280,107 @@ func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
 	}
 }
 
-// The cache stays within its bounds by starting over; what it drops is
-// read from Pebble again.
-func TestHeadCacheBounds(t *testing.T) {
-	var c headCache
-	h := ledger.Head{Seq: 1, Event: &pb.Event{EventId: "evt_1"}}
-	c.put("a", h, headCacheBytes/2)
-	c.put("a", h, headCacheBytes/2) // replacing an entry does not count it twice
-	if _, ok := c.get("a"); !ok || c.bytes != headCacheBytes/2 {
-		t.Fatalf("a replaced: cached %v, %d bytes", ok, c.bytes)
+// dropCaches forgets the recent rows, so reads go to Pebble.
+func (v *Views) dropCaches() { v.heads, v.intents = newHeadCache(), newIntentCache() }
+
+// The cache stays within its bounds (two generations of at most its
+// entries and bytes each) and always holds the latest generation: what it
+// drops is read from Pebble again.
+func TestRecentCacheBounds(t *testing.T) {
+	const entries, bytes = 100, 1000
+	c := newRecentCache[int](entries, bytes)
+	c.put("a", 1, bytes/2)
+	c.put("a", 2, bytes/2) // replacing an entry does not count it twice
+	if r, ok := c.get("a"); !ok || r != 2 || c.bytes != bytes/2 {
+		t.Fatalf("a replaced: cached %v %d, %d bytes", ok, r, c.bytes)
 	}
-	c.put("b", h, headCacheBytes/2+1)
-	if _, ok := c.get("a"); ok || c.bytes != headCacheBytes/2+1 {
-		t.Fatalf("over the byte bound: a still cached (%v) or %d bytes", ok, c.bytes)
+	c.put("b", 3, bytes/2+1) // over the byte bound: a new generation
+	if r, ok := c.get("a"); !ok || r != 2 || c.bytes != bytes/2+1 {
+		t.Fatalf("a written one generation ago: cached %v %d, %d bytes", ok, r, c.bytes)
 	}
-	for i := range headCacheEntries {
-		c.put(strconv.Itoa(i), h, 1)
+	c.put("a", 4, 1) // written again: the current generation answers
+	if r, _ := c.get("a"); r != 4 {
+		t.Fatalf("a written again: cached %d, want 4", r)
 	}
-	if len(c.heads) > headCacheEntries {
-		t.Fatalf("%d entries, bound %d", len(c.heads), headCacheEntries)
+	for i := range 3 * entries {
+		c.put(strconv.Itoa(i), i, 1)
+		if len(c.cur) > entries || len(c.prev) > entries || c.bytes > bytes {
+			t.Fatalf("after %d puts: %d + %d entries, %d bytes; bound %d, %d", i+1, len(c.cur), len(c.prev), c.bytes, entries, bytes)
+		}
+	}
+	for i := 2 * entries; i < 3*entries; i++ { // the latest generation's worth
+		if r, ok := c.get(strconv.Itoa(i)); !ok || r != i {
+			t.Fatalf("key %d of the latest %d: cached %v %d", i, entries, ok, r)
+		}
+	}
+	if _, ok := c.get("b"); ok {
+		t.Fatal("b, three generations ago, still cached")
+	}
+}
+
+// What the caches answer is what Pebble holds: many batches overwrite
+// heads and intents at random, over more keys than a generation holds,
+// and every key reads the same through the caches as from Pebble alone.
+func TestRecentCachesAgreeWithPebble(t *testing.T) {
+	v := openViews(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := headCacheEntries + headCacheEntries/2
+	var seq uint64
+	for range 40 {
+		var rows []projector.Row
+		intents := map[string]projector.Intent{}
+		seen := map[int]bool{}
+		for range 2000 {
+			k := rng.IntN(keys)
+			if seen[k] {
+				continue // one row per subject in a batch, as the projector writes
+			}
+			seen[k] = true
+			seq++
+			subj := fmt.Sprintf("pc.exec.tok%d.act_%d", k, k)
+			ev := &pb.Event{EventId: fmt.Sprintf("evt_%d", seq), ExecutionId: fmt.Sprintf("act_%d", k)}
+			data, err := proto.Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, projector.Row{Subject: subj, Seq: seq, Data: data, Event: ev})
+			intents[fmt.Sprintf("tok%d", k)] = projector.Intent{Seq: seq, LatestSubject: subj}
+		}
+		if err := v.Write("S", rows, intents, nil, projector.Mark{Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cachedHeads, cachedIntents := v.heads, v.intents
+	type answer struct {
+		headSeq   uint64
+		eventID   string
+		intentSeq uint64
+		subject   string
+		err       string
+	}
+	read := func(k int) answer {
+		var a answer
+		h, herr := v.Head(ctx, fmt.Sprintf("pc.exec.tok%d.act_%d", k, k))
+		in, ierr := v.IntentRow(fmt.Sprintf("tok%d", k))
+		a.headSeq, a.eventID, a.intentSeq, a.subject = h.Seq, h.Event.GetEventId(), in.Seq, in.LatestSubject
+		a.err = fmt.Sprint(herr, ierr)
+		return a
+	}
+	hits := 0
+	for k := range keys {
+		v.heads, v.intents = cachedHeads, cachedIntents
+		if _, ok := cachedIntents.get(fmt.Sprintf("tok%d", k)); ok {
+			hits++
+		}
+		got := read(k)
+		v.dropCaches()
+		if want := read(k); got != want {
+			t.Fatalf("key %d: through the caches %+v, Pebble %+v", k, got, want)
+		}
+	}
+	if hits < intentCacheEntries {
+		t.Fatalf("%d of %d intents answered by the cache, want at least a generation (%d)", hits, keys, intentCacheEntries)
 	}
 }
 
