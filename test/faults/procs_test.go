@@ -234,7 +234,7 @@ func (c *cluster) waitNode(t testing.TB, i int) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling the node's health
 	}
-	t.Fatalf("nats node n%d not healthy after %v", i, readyWaitMax)
+	t.Fatalf("nats node n%d not healthy after %v; its log's last lines:\n%s", i, readyWaitMax, logTail(c.nodes[i].log.Name()))
 }
 
 // admin is a connection as the NATS admin (stream leaders, state).
@@ -298,7 +298,21 @@ func (g *gateway) waitUp(t testing.TB) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling the gateway
 	}
-	t.Fatalf("gateway %s did not come up within %v (log %s)", g.name, readyWaitMax, g.log.Name())
+	t.Fatalf("gateway %s did not come up within %v (log %s); its last lines:\n%s", g.name, readyWaitMax, g.log.Name(), logTail(g.log.Name()))
+}
+
+// logTail is the end of a process's log (the last 4 KiB), for a failure
+// message: the test's temp dir, and the log with it, is gone once it ends.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	const max = 4 << 10
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
 }
 
 func startGateways(t testing.TB, pcBin, dir, cfg, fpKey string, c *cluster) []*gateway {
