@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
@@ -72,6 +73,15 @@ func (g *gw) close() {
 	// A gateway of several shards raised the processors
 	// (server.RaiseProcsForFsync): the next cell starts as a fresh process would.
 	runtime.GOMAXPROCS(server.StartProcs)
+}
+
+// connect is a connection to g's embedded NATS server as role.
+func (g *gw) connect(role natsauth.Role) (*nats.Conn, error) {
+	auth, err := natsauth.ClientOption(g.CredsFile(role))
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(g.NatsURL, auth)
 }
 
 // execShards is the execution shard count of every benchmark ledger

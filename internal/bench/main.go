@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,8 +73,12 @@ func run() error {
 	scaleLoad := flag.Int("scale-load-callers", 256, "concurrent callers that fill the ledger before the decision latency cells")
 	flag.StringVar(&scaleMemProfile, "scale-memprofile", "", "write a heap profile at each scale point's memory reading to this file name, suffixed .<executions>")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&cellProfile, "cell-cpuprofile", "", "write a CPU profile of each measured cell's window to this file name, suffixed .<series>.<callers> (not with -cpuprofile)")
 	traceOut := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	flag.Parse()
+	if *cpuProfile != "" && cellProfile != "" {
+		return errors.New("-cpuprofile and -cell-cpuprofile: one CPU profile at a time")
+	}
 	stopTrace, err := record(*traceOut, trace.Start, trace.Stop)
 	if err != nil {
 		return err
@@ -183,7 +188,7 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
 			}
-			cell, err := measureFor(ctx, c, *warm, *dur, op)
+			cell, err := measureFor(ctx, s.series, c, *warm, *dur, op)
 			done()
 			if err != nil {
 				return fmt.Errorf("%s callers=%d: %w", s.series, c, err)

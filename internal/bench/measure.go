@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -50,7 +53,7 @@ func (c *Cell) setCPU(cpu time.Duration) {
 // counted), then for dur; every caller keeps exactly one operation in
 // flight, and the cell counts the operations completed within dur. i is
 // unique across the run.
-func measureFor(ctx context.Context, callers int, warm, dur time.Duration, op func(ctx context.Context, caller, i int) error) (Cell, error) {
+func measureFor(ctx context.Context, series string, callers int, warm, dur time.Duration, op func(ctx context.Context, caller, i int) error) (Cell, error) {
 	var next atomic.Int64
 	var stop atomic.Bool
 	var counting atomic.Bool
@@ -77,11 +80,18 @@ func measureFor(ctx context.Context, callers int, warm, dur time.Duration, op fu
 		}()
 	}
 	time.Sleep(warm)
+	stopProfile, err := record(cellProfilePath(series, callers), pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		stop.Store(true)
+		wg.Wait()
+		return Cell{}, err
+	}
 	counting.Store(true)
 	start, cpu0 := time.Now(), cpuTime()
 	time.Sleep(dur)
 	stop.Store(true)
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	stopProfile()
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
@@ -151,4 +161,19 @@ func parallel(ctx context.Context, workers, n int, f func(ctx context.Context, i
 		return fmt.Errorf("setup: %w", err)
 	}
 	return nil
+}
+
+// cellProfile (-cell-cpuprofile), when set, is the file name prefix of a
+// CPU profile of each measured cell's window alone (not its warm-up):
+// <prefix>.<series>.<callers>, the series' name with every run of other
+// characters than letters and digits as one "-".
+var cellProfile string
+
+var nonWord = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+func cellProfilePath(series string, callers int) string {
+	if cellProfile == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s.%s.%d", cellProfile, strings.Trim(nonWord.ReplaceAllString(series, "-"), "-"), callers)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/nats-io/nats.go"
 	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/server"
@@ -18,12 +17,7 @@ func rawCeiling(shards int, mode benchkit.Mode) workload {
 		if err != nil {
 			return nil, nil, err
 		}
-		auth, err := natsauth.ClientOption(g.CredsFile(natsauth.Admin))
-		if err != nil {
-			g.close()
-			return nil, nil, err
-		}
-		nc, err := nats.Connect(g.NatsURL, auth)
+		nc, err := g.connect(natsauth.Admin)
 		if err != nil {
 			g.close()
 			return nil, nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/internal/benchkit"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
@@ -26,11 +25,7 @@ func TestRawEventIsBeginsEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, err := natsauth.ClientOption(g.CredsFile(natsauth.Gateway))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(g.NatsURL, opt)
+	nc, err := g.connect(natsauth.Gateway)
 	if err != nil {
 		t.Fatal(err)
 	}

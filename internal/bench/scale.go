@@ -158,7 +158,7 @@ func scaleSeries(ctx context.Context, n, loadCallers int, callers []int, warm, d
 	for _, o := range ops {
 		runtime.GC()
 		for _, c := range callers {
-			cell, err := measureFor(ctx, c, warm, dur, o.op())
+			cell, err := measureFor(ctx, seriesScale(n, o.name), c, warm, dur, o.op())
 			if err != nil {
 				return p, nil, fmt.Errorf("%s callers=%d: %w", o.name, c, err)
 			}
