@@ -74,6 +74,10 @@ type Views struct {
 	heads   *headCache   // the heads Write wrote last, decoded
 	intents *intentCache // the intent rows Write wrote last
 
+	present  *intentFilter // every intent token the views may hold
+	scanStop atomic.Bool   // Close asks scanIntents to stop
+	scanDone chan struct{} // scanIntents returned
+
 	// behind hears a wait for a stream sequence the views do not hold yet
 	// (set before use; nil: none), so the stream's reader can fetch it.
 	behind func(stream string, seq uint64)
@@ -103,7 +107,8 @@ func Open(dir string) (*Views, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open views %s: %w", dir, err)
 	}
-	v := &Views{db: db, applied: map[string]uint64{}, heads: newHeadCache(), intents: newIntentCache()}
+	v := &Views{db: db, applied: map[string]uint64{}, heads: newHeadCache(), intents: newIntentCache(),
+		present: newIntentFilter(intentFilterFirstCap), scanDone: make(chan struct{})}
 	for _, stream := range []string{ledger.ExecutionsStream, keeper.Stream} {
 		cp, err := v.Checkpoint(stream)
 		if err != nil {
@@ -126,11 +131,16 @@ func Open(dir string) (*Views, error) {
 		db.Close()
 		return nil, fmt.Errorf("views %s: index migration: %w", dir, err)
 	}
+	go v.scanIntents(v.present)
 	return v, nil
 }
 
 // Close flushes and closes the database.
-func (v *Views) Close() error { return v.db.Close() }
+func (v *Views) Close() error {
+	v.scanStop.Store(true)
+	<-v.scanDone
+	return v.db.Close()
+}
 
 // Checkpoint returns the last applied sequence of stream (0 when none).
 func (v *Views) Checkpoint(stream string) (uint64, error) {
@@ -192,6 +202,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		}
 	}
 	for token, in := range intents {
+		v.present.add(token) // before the row can be read: never a wrong "absent"
 		if err := setSeqRow(b, intentPrefix, token, in.Seq, in.LatestSubject); err != nil {
 			return err
 		}
@@ -392,6 +403,9 @@ func (v *Views) get(k []byte) ([]byte, io.Closer, error) {
 func (v *Views) IntentRow(token string) (projector.Intent, error) {
 	if in, ok := v.intents.get(token); ok {
 		return in, nil
+	}
+	if v.present.absent(token) {
+		return projector.Intent{}, ledger.ErrNotFound
 	}
 	val, closer, err := v.get(key(intentPrefix, token))
 	if errors.Is(err, pebble.ErrNotFound) {

@@ -280,8 +280,15 @@ func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
 	}
 }
 
-// dropCaches forgets the recent rows, so reads go to Pebble.
-func (v *Views) dropCaches() { v.heads, v.intents = newHeadCache(), newIntentCache() }
+// dropCaches forgets the recent rows and the intent filter, so reads go
+// to Pebble.
+func (v *Views) dropCaches() {
+	v.dropRecent()
+	v.present = newIntentFilter(intentFilterFirstCap) // never ready: every lookup reads Pebble
+}
+
+// dropRecent forgets the recent rows only.
+func (v *Views) dropRecent() { v.heads, v.intents = newHeadCache(), newIntentCache() }
 
 // The cache stays within its bounds (two generations of at most its
 // entries and bytes each) and always holds the latest generation: what it

@@ -1,0 +1,136 @@
+package pebble
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/portcullis-dev/portcullis/ledger"
+	"github.com/portcullis-dev/portcullis/projector"
+)
+
+// The filter chain never calls a token it was given absent, however far
+// it grew past its first capacity, says "absent" of almost every other
+// one, and says nothing until it is ready.
+func TestIntentFilterChain(t *testing.T) {
+	f := newIntentFilter(100)
+	for i := range 5000 {
+		f.add(fmt.Sprintf("in%d", i))
+	}
+	for i := range 5000 {
+		if f.absent(fmt.Sprintf("in%d", i)) || f.absent(fmt.Sprintf("out%d", i)) {
+			t.Fatal("absent before the filter is ready")
+		}
+	}
+	f.ready.Store(true)
+	if len(f.filters) < 5 {
+		t.Fatalf("%d filters after 50 times the first capacity, want a chain", len(f.filters))
+	}
+	for i := range 5000 {
+		if f.absent(fmt.Sprintf("in%d", i)) {
+			t.Fatalf("in%d added, then called absent", i)
+		}
+	}
+	present := 0
+	for i := range 10000 {
+		if !f.absent(fmt.Sprintf("out%d", i)) {
+			present++
+		}
+	}
+	if present > 100 {
+		t.Fatalf("%d of 10000 tokens never added called perhaps present, want at most 1 %%", present)
+	}
+}
+
+// writeIntents writes n intent rows tok<from>…, in batches of 1000.
+func writeIntents(t *testing.T, v *Views, stream string, from, n int, seq *uint64) {
+	t.Helper()
+	for lo := from; lo < from+n; lo += 1000 {
+		intents := map[string]projector.Intent{}
+		for i := lo; i < min(lo+1000, from+n); i++ {
+			*seq++
+			intents[fmt.Sprintf("tok%d", i)] = projector.Intent{Seq: *seq, LatestSubject: fmt.Sprintf("pc.exec.tok%d.act_%d", i, i)}
+		}
+		if err := v.Write(stream, nil, intents, nil, projector.Mark{Seq: *seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkIntents: every token of tok<0>…tok<n-1> reads its row, none of the
+// m tokens after them does, and the filter answered most of those.
+func checkIntents(t *testing.T, v *Views, n, m int) {
+	t.Helper()
+	v.dropRecent() // not the filter
+	for i := range n {
+		in, err := v.IntentRow(fmt.Sprintf("tok%d", i))
+		if err != nil || in.LatestSubject != fmt.Sprintf("pc.exec.tok%d.act_%d", i, i) {
+			t.Fatalf("tok%d: %+v %v, want its row", i, in, err)
+		}
+	}
+	fromFilter := 0
+	for i := n; i < n+m; i++ {
+		if _, err := v.IntentRow(fmt.Sprintf("tok%d", i)); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("tok%d never written: %v, want not found", i, err)
+		}
+		if v.present.absent(fmt.Sprintf("tok%d", i)) {
+			fromFilter++
+		}
+	}
+	if fromFilter < m*9/10 {
+		t.Fatalf("the filter answered %d of %d absent tokens, want nearly all", fromFilter, m)
+	}
+}
+
+// Rows written before Open are found through the scan, rows written
+// after it through Write's adds, while the scan runs too: a reopened
+// gateway never calls an intent it holds absent.
+func TestIntentFilterAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	v, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	writeIntents(t, v, "S", 0, 20000, &seq)
+	<-v.scanDone
+	checkIntents(t, v, 20000, 2000)
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	v, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	writeIntents(t, v, "S", 20000, 10000, &seq) // while the scan runs
+	<-v.scanDone
+	if !v.present.ready.Load() {
+		t.Fatal("the scan finished, the filter is not ready")
+	}
+	checkIntents(t, v, 30000, 3000)
+}
+
+// Close stops a scan that is still running and closes the views (Pebble
+// refuses to close under an open iterator).
+func TestCloseDuringIntentScan(t *testing.T) {
+	dir := t.TempDir()
+	v, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	writeIntents(t, v, "S", 0, 50000, &seq)
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if v, err = Open(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
