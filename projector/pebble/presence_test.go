@@ -3,6 +3,9 @@ package pebble
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -132,5 +135,62 @@ func TestCloseDuringIntentScan(t *testing.T) {
 		if err := v.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Lookups race the writes and the scan of a reopened views: a token is
+// never called absent once its Write returned (run with -race).
+func TestIntentFilterUnderConcurrentLookups(t *testing.T) {
+	dir := t.TempDir()
+	v, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	writeIntents(t, v, "S", 0, 20000, &seq)
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	var written atomic.Int64 // tokens tok0…tok<written-1> are in
+	written.Store(20000)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := rng.IntN(int(written.Load()))
+				tok := fmt.Sprintf("tok%d", i)
+				if _, err := v.IntentRow(tok); err != nil {
+					errs <- fmt.Errorf("%s, written before the lookup: %w", tok, err)
+					return
+				}
+				if v.present.absent(tok) { // the recent cache answers IntentRow for the new ones
+					errs <- fmt.Errorf("%s, written before the lookup: the filter calls it absent", tok)
+					return
+				}
+			}
+		})
+	}
+	for lo := 20000; lo < 30000; lo += 1000 {
+		writeIntents(t, v, "S", lo, 1000, &seq)
+		written.Store(int64(lo + 1000))
+	}
+	<-v.scanDone
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
