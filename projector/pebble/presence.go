@@ -25,7 +25,7 @@ import (
 // The bits-and-blooms filter (a well-kept library: murmur3, sized from a
 // capacity and a false-positive rate) cannot grow, so the set is a chain:
 // when the newest filter holds its capacity, a new one of twice that
-// takes the adds, and a lookup tests them all (about 20 at a billion
+// takes the adds, and a lookup tests them all (14 at a billion
 // tokens).
 type intentFilter struct {
 	ready atomic.Bool // the rows written before Open are in
