@@ -102,11 +102,7 @@ func TestIntentFilterAcrossReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	v, err = Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { v.Close() })
+	v = reopenViews(t, dir)
 	writeIntents(t, v, "S", 20000, 10000, &seq) // while the scan runs
 	<-v.scanDone
 	if !v.present.ready.Load() {
@@ -115,21 +111,14 @@ func TestIntentFilterAcrossReopen(t *testing.T) {
 	checkIntents(t, v, 30000, 3000)
 }
 
-// Close stops a scan that is still running and closes the views (Pebble
-// refuses to close under an open iterator).
+// Close waits for a scan that is still running (it asks it to stop) and
+// closes the views: Pebble refuses to close under an open iterator, and
+// panics.
 func TestCloseDuringIntentScan(t *testing.T) {
-	dir := t.TempDir()
-	v, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq uint64
-	writeIntents(t, v, "S", 0, 50000, &seq)
-	if err := v.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := closedViewsWithIntents(t, 50000)
 	for range 3 {
-		if v, err = Open(dir); err != nil {
+		v, err := Open(dir)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := v.Close(); err != nil {
@@ -138,23 +127,38 @@ func TestCloseDuringIntentScan(t *testing.T) {
 	}
 }
 
-// Lookups race the writes and the scan of a reopened views: a token is
-// never called absent once its Write returned (run with -race).
-func TestIntentFilterUnderConcurrentLookups(t *testing.T) {
-	dir := t.TempDir()
+// closedViewsWithIntents writes the intent rows tok0…tok<n-1> into new
+// views and closes them; seq is the last sequence written.
+func closedViewsWithIntents(t *testing.T, n int) (dir string, seq uint64) {
+	t.Helper()
+	dir = t.TempDir()
 	v, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seq uint64
-	writeIntents(t, v, "S", 0, 20000, &seq)
+	writeIntents(t, v, "S", 0, n, &seq)
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if v, err = Open(dir); err != nil {
+	return dir, seq
+}
+
+// reopenViews opens the views in dir again, closed when the test ends.
+func reopenViews(t *testing.T, dir string) *Views {
+	t.Helper()
+	v, err := Open(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+// Lookups race the writes and the scan of a reopened views: a token is
+// never called absent once its Write returned (run with -race).
+func TestIntentFilterUnderConcurrentLookups(t *testing.T) {
+	dir, seq := closedViewsWithIntents(t, 20000)
+	v := reopenViews(t, dir)
 	var written atomic.Int64 // tokens tok0…tok<written-1> are in
 	written.Store(20000)
 	stop := make(chan struct{})
