@@ -74,9 +74,9 @@ type Views struct {
 	heads   *headCache   // the heads Write wrote last, decoded
 	intents *intentCache // the intent rows Write wrote last
 
-	present  *intentFilter // every intent token the views may hold
-	scanStop atomic.Bool   // Close asks scanIntents to stop
-	scanDone chan struct{} // scanIntents returned
+	present  *rowFilter    // every intent and head row the views may hold
+	scanStop atomic.Bool   // Close asks scanRows to stop
+	scanDone chan struct{} // scanRows returned
 
 	// behind hears a wait for a stream sequence the views do not hold yet
 	// (set before use; nil: none), so the stream's reader can fetch it.
@@ -108,7 +108,7 @@ func Open(dir string) (*Views, error) {
 		return nil, fmt.Errorf("open views %s: %w", dir, err)
 	}
 	v := &Views{db: db, applied: map[string]uint64{}, heads: newHeadCache(), intents: newIntentCache(),
-		present: newIntentFilter(intentFilterFirstCap), scanDone: make(chan struct{})}
+		present: newRowFilter(rowFilterFirstCap), scanDone: make(chan struct{})}
 	for _, stream := range []string{ledger.ExecutionsStream, keeper.Stream} {
 		cp, err := v.Checkpoint(stream)
 		if err != nil {
@@ -131,7 +131,7 @@ func Open(dir string) (*Views, error) {
 		db.Close()
 		return nil, fmt.Errorf("views %s: index migration: %w", dir, err)
 	}
-	go v.scanIntents(v.present)
+	go v.scanRows(v.present)
 	return v, nil
 }
 
@@ -183,7 +183,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		if err != nil {
 			return fmt.Errorf("view head %s: %w", r.Subject, err)
 		}
-		if err := b.Set(key(headPrefix, r.Subject), val, nil); err != nil {
+		k := key(headPrefix, r.Subject)
+		v.present.add(k) // before the row can be read: never a wrong "absent"
+		if err := b.Set(k, val, nil); err != nil {
 			return err
 		}
 		if r.Accepted {
@@ -202,7 +204,7 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		}
 	}
 	for token, in := range intents {
-		v.present.add(token) // before the row can be read: never a wrong "absent"
+		v.present.add(key(intentPrefix, token)) // before the row can be read
 		if err := setSeqRow(b, intentPrefix, token, in.Seq, in.LatestSubject); err != nil {
 			return err
 		}
@@ -404,10 +406,11 @@ func (v *Views) IntentRow(token string) (projector.Intent, error) {
 	if in, ok := v.intents.get(token); ok {
 		return in, nil
 	}
-	if v.present.absent(token) {
+	k := key(intentPrefix, token)
+	if v.present.absent(k) {
 		return projector.Intent{}, ledger.ErrNotFound
 	}
-	val, closer, err := v.get(key(intentPrefix, token))
+	val, closer, err := v.get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return projector.Intent{}, ledger.ErrNotFound
 	}
@@ -465,7 +468,11 @@ func (v *Views) Head(_ context.Context, subject string) (ledger.Head, error) {
 // storedHead reads and decodes subject's head row: an event of the
 // caller's own.
 func (v *Views) storedHead(subject string) (ledger.Head, error) {
-	val, closer, err := v.get(key(headPrefix, subject))
+	k := key(headPrefix, subject)
+	if v.present.absent(k) {
+		return ledger.Head{}, ledger.ErrNotFound
+	}
+	val, closer, err := v.get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return ledger.Head{}, ledger.ErrNotFound
 	}

@@ -280,11 +280,11 @@ func TestHeadAfterWaitForIsAtLeastThatNew(t *testing.T) {
 	}
 }
 
-// dropCaches forgets the recent rows and the intent filter, so reads go
+// dropCaches forgets the recent rows and the row filter, so reads go
 // to Pebble.
 func (v *Views) dropCaches() {
 	v.dropRecent()
-	v.present = newIntentFilter(intentFilterFirstCap) // never ready: every lookup reads Pebble
+	v.present = newRowFilter(rowFilterFirstCap) // never ready: every lookup reads Pebble
 }
 
 // dropRecent forgets the recent rows only.
