@@ -80,9 +80,11 @@ func (a Action) records(args map[string]any) (full, request []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	members := []recordMember{{key: fieldArguments, value: argsJSON}}
-	for _, f := range a.stringFields() {
-		members = append(members, recordMember{key: f.key, value: canonicalString(nil, f.value)})
+	fields := a.stringFields()
+	members := make([]recordMember, 0, 1+len(fields))
+	members = append(members, recordMember{key: fieldArguments, value: argsJSON})
+	for _, f := range fields {
+		members = append(members, recordMember{key: f.key, value: canonicalString(make([]byte, 0, len(f.value)+2), f.value)})
 	}
 	slices.SortFunc(members, func(x, y recordMember) int { return strings.Compare(x.key, y.key) })
 	return assemble(members, ""), assemble(members, fieldIntentScope), nil
