@@ -28,7 +28,7 @@ import (
 // The bits-and-blooms filter (a well-kept library: murmur3, sized from a
 // capacity and a false-positive rate) cannot grow, so the set is a chain:
 // when the newest filter holds its capacity, a new one of twice that
-// takes the adds, and a lookup tests them all (15 at a billion
+// takes the adds, and a lookup tests them all (14 at a billion
 // executions).
 type rowFilter struct {
 	ready atomic.Bool // the rows written before Open are in
