@@ -173,7 +173,8 @@ func closedViewsWithRows(t *testing.T, n int) (dir string, seq uint64) {
 	return dir, seq
 }
 
-// reopenViews opens the views in dir again, closed when the test ends.
+// reopenViews opens the views in dir (again, or new: openViews), closed
+// when the test ends.
 func reopenViews(t *testing.T, dir string) *Views {
 	t.Helper()
 	v, err := Open(dir)

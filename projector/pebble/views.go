@@ -204,8 +204,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		}
 	}
 	for token, in := range intents {
-		v.present.add(key(intentPrefix, token)) // before the row can be read
-		if err := setSeqRow(b, intentPrefix, token, in.Seq, in.LatestSubject); err != nil {
+		k := key(intentPrefix, token)
+		v.present.add(k) // before the row can be read, as for the heads
+		if err := setSeqRow(b, k, in.Seq, in.LatestSubject); err != nil {
 			return err
 		}
 	}
@@ -232,11 +233,11 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 	return nil
 }
 
-// setSeqRow sets prefix+name to an 8-byte big-endian seq followed by data,
-// written straight into the batch.
-func setSeqRow[T string | []byte](b *pebble.Batch, prefix []byte, name string, seq uint64, data T) error {
-	op := b.SetDeferred(len(prefix)+len(name), 8+len(data))
-	copy(op.Key[copy(op.Key, prefix):], name)
+// setSeqRow sets k to an 8-byte big-endian seq followed by data, written
+// straight into the batch.
+func setSeqRow(b *pebble.Batch, k []byte, seq uint64, data string) error {
+	op := b.SetDeferred(len(k), 8+len(data))
+	copy(op.Key, k)
 	binary.BigEndian.PutUint64(op.Value, seq)
 	copy(op.Value[8:], data)
 	return op.Finish()

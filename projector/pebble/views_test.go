@@ -29,12 +29,7 @@ const (
 // the test's own goroutines, which each test stops before it returns).
 func openViews(t *testing.T) *Views {
 	t.Helper()
-	v, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { v.Close() })
-	return v
+	return reopenViews(t, t.TempDir())
 }
 
 // The dispatched index holds an execution only while it is DISPATCHED,
