@@ -55,6 +55,15 @@ type Report struct {
 }
 
 // Verifier checks records in stream order.
+//
+// A subject's chain goes on from its last valid event, as the gateways'
+// fold does (projector, Log.Last): an event counts only when it decodes,
+// names its subject, hashes right, is signed by an enrolled key of its
+// writer, links to the previous valid event on its subject and (executions)
+// follows it by a legal transition. One that fails is reported once and
+// skipped, so the genuine event after a forged one (which links, as its
+// writer did, to the last valid event) is not reported too, while an event
+// removed or rewritten still breaks the chain of the one after it.
 type Verifier struct {
 	digest   map[string][]byte            // stream → running digest so far
 	at       map[string]map[uint64][]byte // stream → seq → running digest (for checkpoints)
@@ -70,17 +79,23 @@ type Verifier struct {
 	failures []Failure
 	events   int
 
-	// Signatures are checked on all cores while the chain is walked in
-	// order: Ed25519 verification is most of the cost.
-	mu      sync.Mutex
-	sigs    chan sigCheck
-	workers sync.WaitGroup
+	// Records are checked by themselves (decode, hash, writer, signature:
+	// Ed25519 verification is most of the cost) on all cores, a batch at a
+	// time, and then walked in order, so that the chain continues only from
+	// events whose signature is known to verify.
+	batch    []checked
+	reported bool
 }
 
-type sigCheck struct {
-	r    Record
-	ev   *pb.Event
-	pubs []ed25519.PublicKey
+// verifyBatch is how many records are checked in parallel before the
+// batch is walked in order.
+const verifyBatch = 1024
+
+// checked is one record with what can be known of it alone.
+type checked struct {
+	r     Record
+	ev    *pb.Event // nil: undecodable
+	fault string    // why it does not count whatever precedes it ("": it may)
 }
 
 // signedBy reports whether one of pubs verifies ev's signature.
@@ -116,30 +131,81 @@ type link struct {
 // NewVerifier checks signatures against keys (gateway id → its enrolled
 // public keys).
 func NewVerifier(keys map[string][]ed25519.PublicKey) *Verifier {
-	v := &Verifier{keys: keys, lastSeq: map[string]uint64{}, last: map[string]link{}, writers: map[string]bool{}, streams: map[string]int{},
-		digest: map[string][]byte{}, at: map[string]map[uint64][]byte{}, sigs: make(chan sigCheck, 1024), seen: map[string]map[uint64][]byte{}}
-	for range runtime.GOMAXPROCS(0) {
-		v.workers.Add(1)
-		go func() {
-			defer v.workers.Done()
-			for c := range v.sigs {
-				if !signedBy(c.ev, c.pubs) {
-					v.fail(c.r, "signature does not verify with gateway %s's enrolled key (re-signed or forged)", c.ev.GetGatewayId())
-				}
-			}
-		}()
-	}
-	return v
+	return &Verifier{keys: keys, lastSeq: map[string]uint64{}, last: map[string]link{}, writers: map[string]bool{}, streams: map[string]int{},
+		digest: map[string][]byte{}, at: map[string]map[uint64][]byte{}, seen: map[string]map[uint64][]byte{}}
 }
 
 func (v *Verifier) fail(r Record, format string, args ...any) {
-	v.mu.Lock()
 	v.failures = append(v.failures, Failure{Stream: r.Stream, Seq: r.Seq, Subject: r.Subject, Reason: fmt.Sprintf(format, args...)})
-	v.mu.Unlock()
 }
 
 // Add checks one record; records of a stream must come in sequence order.
+// Failures are known once Report is called.
 func (v *Verifier) Add(r Record) {
+	v.batch = append(v.batch, checked{r: r})
+	if len(v.batch) >= verifyBatch {
+		v.flush()
+	}
+}
+
+// flush checks the batch's records by themselves on all cores, then walks
+// them in order.
+func (v *Verifier) flush() {
+	b := v.batch
+	n := min(runtime.GOMAXPROCS(0), len(b))
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for i := w; i < len(b); i += n {
+				v.inspect(&b[i])
+			}
+		})
+	}
+	wg.Wait()
+	for i := range b {
+		v.walk(&b[i])
+		b[i] = checked{}
+	}
+	v.batch = b[:0]
+}
+
+// inspect checks what a record shows by itself: it decodes, names the
+// subject it is stored on, hashes right, and is signed by an enrolled key
+// of its writer (the checks of ledger.CheckSigned, with every signature
+// verified). It reads only the keys, so records are inspected in parallel.
+func (v *Verifier) inspect(c *checked) {
+	ev := new(pb.Event)
+	if err := proto.Unmarshal(c.r.Data, ev); err != nil {
+		c.fault = fmt.Sprintf("undecodable event: %v", err)
+		return
+	}
+	c.ev = ev
+	if ev.GetSubject() != c.r.Subject {
+		c.fault = fmt.Sprintf("the event names subject %s", ev.GetSubject())
+		return
+	}
+	if err := ledger.CheckHash(ev); err != nil {
+		c.fault = "hash mismatch: the event's content changed after it was written"
+		return
+	}
+	id := ev.GetGatewayId()
+	switch pubs := v.keys[id]; {
+	case len(pubs) == 0:
+		c.fault = fmt.Sprintf("writer %q is not an enrolled gateway (forged, or re-signed with another key)", id)
+	case len(ev.GetSignature()) == 0:
+		c.fault = "unsigned event"
+	case !signedBy(ev, pubs):
+		c.fault = fmt.Sprintf("signature does not verify with gateway %s's enrolled key (re-signed or forged)", id)
+	}
+}
+
+// walk takes one inspected record in stream order: sequence, running
+// digest and pins, then, for an event that counts by itself, its link to
+// the subject's last valid event, its transition and (a checkpoint) the
+// digest it seals. Only an event that passes all of it becomes the
+// subject's last valid event.
+func (v *Verifier) walk(c *checked) {
+	r := c.r
 	v.events++
 	v.streams[r.Stream]++
 	if prev, ok := v.lastSeq[r.Stream]; (ok && r.Seq != prev+1) || (!ok && r.Seq != 1) {
@@ -156,29 +222,11 @@ func (v *Verifier) Add(r Record) {
 			pins[r.Seq] = r.Data
 		}
 	}
-	ev := new(pb.Event)
-	if err := proto.Unmarshal(r.Data, ev); err != nil {
-		v.fail(r, "undecodable event: %v", err)
+	if c.fault != "" {
+		v.fail(r, "%s", c.fault)
 		return
 	}
-	if ev.GetSubject() != r.Subject {
-		v.fail(r, "the event names subject %s", ev.GetSubject())
-		return
-	}
-	if err := ledger.CheckHash(ev); err != nil {
-		v.fail(r, "hash mismatch: the event's content changed after it was written")
-		return
-	}
-	id := ev.GetGatewayId()
-	pubs, ok := v.keys[id]
-	switch {
-	case !ok || len(pubs) == 0:
-		v.fail(r, "writer %q is not an enrolled gateway (forged, or re-signed with another key)", id)
-		return
-	case len(ev.GetSignature()) == 0:
-		v.fail(r, "unsigned event")
-		return
-	}
+	ev := c.ev
 	key := r.Stream + "/" + r.Subject
 	prev := v.last[key]
 	if string(ev.GetPrevHash()) != string(prev.hash) {
@@ -198,17 +246,9 @@ func (v *Verifier) Add(r Record) {
 		x = ev
 	}
 	v.last[key] = link{seq: r.Seq, hash: ev.GetHash(), event: x}
-	switch {
-	case ev.GetCheckpoint() != nil:
-		if !signedBy(ev, pubs) {
-			v.fail(r, "signature does not verify with gateway %s's enrolled key (re-signed or forged)", id)
-			return
-		}
-		v.writers[id] = true
-		v.checkpoint(r, ev.GetCheckpoint())
-	default:
-		v.writers[id] = true
-		v.sigs <- sigCheck{r: r, ev: ev, pubs: pubs}
+	v.writers[ev.GetGatewayId()] = true
+	if cp := ev.GetCheckpoint(); cp != nil {
+		v.checkpoint(r, cp)
 	}
 }
 
@@ -253,11 +293,10 @@ func (v *Verifier) checkPinned() {
 // Report returns the summary and every failure, in stream order. Add must
 // not be called after it.
 func (v *Verifier) Report() Report {
-	if v.sigs != nil {
-		close(v.sigs)
-		v.workers.Wait()
-		v.sigs = nil
+	if !v.reported {
+		v.flush()
 		v.checkPinned()
+		v.reported = true
 	}
 	sort.SliceStable(v.failures, func(i, j int) bool {
 		a, b := v.failures[i], v.failures[j]
