@@ -68,6 +68,11 @@ func (a *Account) apply(e Event) error {
 		if err != nil {
 			return invalidEvent("%s", err)
 		}
+		if len(e.HeldListSeen) > 0 { // records before 2026-12-05 carry none
+			if e.SpentSeen != a.Spent || e.HeldSeen != a.Held || !slices.Equal(e.HeldListSeen, a.OpenHolds()) {
+				return invalidEvent("%s saw spent %d held %d and its held list; the account has spent %d held %d", e.Kind, e.SpentSeen, e.HeldSeen, a.Spent, a.Held)
+			}
+		}
 		spent, released := e.Amount, e.Remainder
 		state := HoldSpent
 		if e.Kind == Released {

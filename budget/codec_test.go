@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -49,6 +50,28 @@ func TestDecodeEventRefuses(t *testing.T) {
 	} {
 		if _, err := DecodeEvent([]byte(in)); !errors.Is(err, ErrInvalidEvent) {
 			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+// Evidence exported before 2026-12-05 had its target status as text: a
+// number is read as the status, other text becomes the note's start.
+func TestDecodeEventReadsTextStatus(t *testing.T) {
+	line := `{"kind":"released","account":"acct-1","account_version":4,"currency":"GBP","limit":0,"operation_key":"op-A","request_digest":"sha256:x","amount":5,"spent_seen":0,"held_seen":0,"within_limit":false,"allowed":false,"evidence":{"execution_id":"act_1","target_status":"%s","note":"%s"}}`
+	for _, tc := range []struct {
+		status, note string
+		want         Evidence
+	}{
+		{"404", "", Evidence{ExecutionID: "act_1", TargetStatus: 404}},
+		{"target answered 502", "", Evidence{ExecutionID: "act_1", Note: "target answered 502"}},
+		{"resolved_not_executed", "by alice", Evidence{ExecutionID: "act_1", Note: "resolved_not_executed; by alice"}},
+	} {
+		e, err := DecodeEvent([]byte(fmt.Sprintf(line, tc.status, tc.note)))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.status, err)
+		}
+		if *e.Evidence != tc.want {
+			t.Errorf("%q, %q: evidence %+v, want %+v", tc.status, tc.note, *e.Evidence, tc.want)
 		}
 	}
 }

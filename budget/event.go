@@ -1,8 +1,10 @@
 package budget
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -41,14 +43,63 @@ type Override struct {
 	Reason string `json:"reason"`
 }
 
-// Evidence is what justifies moving a hold: the execution and the status
-// observed at the target. A settlement must name the execution; a release
-// needs at least the target status that proves absence.
+// Evidence is what justifies moving a hold: the execution, the status the
+// target answered, and a note on anything else that shows it (a status
+// endpoint's answer, a marker, a person's check). A settlement must name the
+// execution; every settlement and release needs a status or a note.
 type Evidence struct {
-	ExecutionID  string `json:"execution_id,omitempty"`
-	TargetStatus string `json:"target_status"`
+	ExecutionID string `json:"execution_id,omitempty"`
+	// TargetStatus is the HTTP status (100–599) or exit status the target
+	// answered; 0 when none was observed.
+	TargetStatus int32  `json:"target_status,omitempty"`
 	Note         string `json:"note,omitempty"`
 }
+
+// UnmarshalJSON reads evidence, also as exported before 2026-12-05, when
+// target_status was text: a number in it ("201") becomes the status, any
+// other text ("target answered 502") the start of the note.
+func (v *Evidence) UnmarshalJSON(data []byte) error {
+	type plain Evidence
+	var cur plain
+	if err := json.Unmarshal(data, &cur); err == nil {
+		*v = Evidence(cur)
+		return nil
+	}
+	var old struct {
+		ExecutionID  string `json:"execution_id"`
+		TargetStatus string `json:"target_status"`
+		Note         string `json:"note"`
+	}
+	if err := json.Unmarshal(data, &old); err != nil {
+		return err
+	}
+	*v = Evidence{ExecutionID: old.ExecutionID, Note: old.Note}
+	v.TargetStatus, v.Note = LegacyStatus(old.TargetStatus, old.Note)
+	return nil
+}
+
+// LegacyStatus reads a target status written as text before 2026-12-05: a
+// number becomes the status; other text is put before the note.
+func LegacyStatus(text, note string) (int32, string) {
+	if n, err := strconv.ParseInt(text, 10, 32); err == nil && n >= 0 && n <= MaxTargetStatus {
+		return int32(n), note
+	}
+	switch {
+	case text == "":
+		return 0, note
+	case note == "":
+		return 0, text
+	}
+	return 0, text + "; " + note
+}
+
+// MaxTargetStatus bounds Evidence.TargetStatus (HTTP statuses end at 599,
+// exit statuses at 255).
+const MaxTargetStatus = 999
+
+// ReasonLimitNotValid is a Denied event's Reason when the limit was not in
+// force at the decision (before its valid_from, at or after its valid_until).
+const ReasonLimitNotValid = "limit_not_valid"
 
 // Event is one record on an account's subject. Fields not used by its Kind
 // are zero:
@@ -57,10 +108,14 @@ type Evidence struct {
 //   - LimitSet: LimitRecord, Limit, LimitDigest;
 //   - Reserved, Denied: OperationKey, RequestDigest, Amount, Limit,
 //     LimitDigest, SpentSeen, HeldSeen, HeldListSeen, WithinLimit, Allowed,
-//     Override (Reserved beyond the limit only);
+//     Override (Reserved beyond the limit only), Reason (Denied only, when
+//     the limit was not in force);
 //   - Settled: OperationKey, RequestDigest, Amount (spent), Remainder
-//     (released back), Evidence;
-//   - Released: OperationKey, RequestDigest, Amount (released), Evidence.
+//     (released back), Evidence, and what it read: SpentSeen, HeldSeen,
+//     HeldListSeen (the closed hold included; absent on events written
+//     before 2026-12-05);
+//   - Released: OperationKey, RequestDigest, Amount (released), Evidence,
+//     SpentSeen, HeldSeen, HeldListSeen as for Settled.
 type Event struct {
 	// Kind says what the event records.
 	Kind EventKind `json:"kind"`
@@ -103,6 +158,9 @@ type Event struct {
 	Allowed bool `json:"allowed"`
 	// Override is who allowed a reservation beyond the limit and why.
 	Override *Override `json:"override,omitempty"`
+	// Reason says why a denial was not about the arithmetic:
+	// ReasonLimitNotValid, or empty for a denial beyond the limit.
+	Reason string `json:"reason,omitempty"`
 
 	// Evidence justifies Settled and Released.
 	Evidence *Evidence `json:"evidence,omitempty"`
@@ -187,7 +245,7 @@ func (e Event) checkShape() error {
 	if o := e.Override; o != nil && (len(o.By) > MaxKeyBytes || len(o.Reason) > MaxTextBytes) {
 		return invalidEvent("override longer than its bounds")
 	}
-	if v := e.Evidence; v != nil && (len(v.ExecutionID) > MaxKeyBytes || len(v.TargetStatus) > MaxKeyBytes || len(v.Note) > MaxTextBytes) {
+	if v := e.Evidence; v != nil && (len(v.ExecutionID) > MaxKeyBytes || len(v.Note) > MaxTextBytes) {
 		return invalidEvent("evidence longer than its bounds")
 	}
 	return nil
@@ -200,8 +258,12 @@ func (e Event) checkUnused() error {
 	switch {
 	case e.Kind != LimitSet && e.LimitRecord != nil:
 		return invalidEvent("%s event carries a limit record", e.Kind)
-	case !decision && (e.SpentSeen != 0 || e.HeldSeen != 0 || len(e.HeldListSeen) != 0 || e.WithinLimit || e.Allowed || e.Override != nil):
+	case !decision && (e.WithinLimit || e.Allowed || e.Override != nil):
 		return invalidEvent("%s event carries decision fields", e.Kind)
+	case !decision && !closing && (e.SpentSeen != 0 || e.HeldSeen != 0 || len(e.HeldListSeen) != 0):
+		return invalidEvent("%s event carries what a decision saw", e.Kind)
+	case e.Reason != "" && (e.Kind != Denied || e.Reason != ReasonLimitNotValid):
+		return invalidEvent("%s event with reason %q", e.Kind, e.Reason)
 	case !closing && (e.Evidence != nil || e.Remainder != 0):
 		return invalidEvent("%s event carries settlement fields", e.Kind)
 	case closing && (e.Limit != 0 || e.LimitDigest != ""):
@@ -273,9 +335,26 @@ func (e Event) checkDecisionFields() error {
 	if err := checkIdent("limit_digest", e.LimitDigest); err != nil {
 		return invalidEvent("%s", err)
 	}
+	if err := e.checkSeenFields(); err != nil {
+		return err
+	}
+	if o := e.Override; o != nil {
+		if err := o.validate(); err != nil {
+			return invalidEvent("%s", err)
+		}
+	}
+	return nil
+}
+
+// checkSeenFields checks what a record says it read: spent and held not
+// negative, the held list well formed and sorted. A decision's own
+// operation is never in it; a settlement's or release's always is (when the
+// record carries a list at all: those written before 2026-12-05 do not).
+func (e Event) checkSeenFields() error {
 	if e.SpentSeen < 0 || e.HeldSeen < 0 {
 		return invalidEvent("negative spent (%d) or held (%d) seen", e.SpentSeen, e.HeldSeen)
 	}
+	own := false
 	for i, h := range e.HeldListSeen {
 		if err := checkIdent("held operation_key", h.OperationKey); err != nil {
 			return invalidEvent("held list: %s", err)
@@ -289,14 +368,15 @@ func (e Event) checkDecisionFields() error {
 		if i > 0 && e.HeldListSeen[i-1].OperationKey >= h.OperationKey {
 			return invalidEvent("held list not sorted by operation key or has duplicates at %q", h.OperationKey)
 		}
-		if h.OperationKey == e.OperationKey {
-			return invalidEvent("operation key %q is already in the held list the decision saw", h.OperationKey)
-		}
+		own = own || h.OperationKey == e.OperationKey
 	}
-	if o := e.Override; o != nil {
-		if err := o.validate(); err != nil {
-			return invalidEvent("%s", err)
-		}
+	switch {
+	case e.IsDecision() && own:
+		return invalidEvent("operation key %q is already in the held list the decision saw", e.OperationKey)
+	case !e.IsDecision() && len(e.HeldListSeen) > 0 && !own:
+		return invalidEvent("%s of %q, which is not in the held list it saw", e.Kind, e.OperationKey)
+	case !e.IsDecision() && len(e.HeldListSeen) == 0 && (e.SpentSeen != 0 || e.HeldSeen != 0):
+		return invalidEvent("%s saw spent %d and held %d but no held list", e.Kind, e.SpentSeen, e.HeldSeen)
 	}
 	return nil
 }
@@ -333,7 +413,7 @@ func (e Event) checkAllowed() error {
 		return invalidEvent("denied but allowed=true")
 	case e.Kind == Denied && e.Override != nil:
 		return invalidEvent("denied with an override")
-	case e.Kind == Denied && e.WithinLimit:
+	case e.Kind == Denied && e.WithinLimit && e.Reason != ReasonLimitNotValid:
 		return invalidEvent("denied although within the limit")
 	case e.Kind == Reserved && e.WithinLimit && e.Override != nil:
 		return invalidEvent("override recorded on a reservation within the limit")
@@ -355,6 +435,12 @@ func (e Event) checkCloseFields() error {
 	}
 	if e.Amount+e.Remainder > MaxAmount { // both <= MaxAmount: no overflow
 		return invalidEvent("amount %d + remainder %d is more than %d", e.Amount, e.Remainder, MaxAmount)
+	}
+	if err := e.checkSeenFields(); err != nil {
+		return err
+	}
+	if err := e.checkHeldSum(); err != nil {
+		return err
 	}
 	if e.Evidence == nil {
 		return invalidEvent("%s event without evidence", e.Kind)
@@ -378,8 +464,11 @@ func (v Evidence) validate(needExecution bool) error {
 			return err
 		}
 	}
-	if err := checkIdent("evidence target_status", v.TargetStatus); err != nil {
-		return err
+	if v.TargetStatus < 0 || v.TargetStatus > MaxTargetStatus {
+		return fmt.Errorf("evidence target_status %d is not a status (1..%d)", v.TargetStatus, MaxTargetStatus)
+	}
+	if v.TargetStatus == 0 && v.Note == "" {
+		return fmt.Errorf("evidence needs the target status or a note on what shows the outcome")
 	}
 	return checkText("evidence note", v.Note, false)
 }

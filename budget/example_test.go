@@ -34,7 +34,7 @@ func ExampleReserve() {
 	apply(must(budget.SetLimit(nil, budget.Limit{Account: "team-7", Currency: "GBP", Limit: 50_000, Delegator: "cfo"}, now)))
 	d, _ := budget.Reserve(acct, budget.ReserveRequest{OperationKey: "op-S", RequestDigest: "sha256:s", Amount: 30_000}, now)
 	apply(*d.Event)
-	apply(must(budget.Settle(acct, "op-S", 30_000, budget.Evidence{ExecutionID: "exec-S", TargetStatus: "succeeded"}, now)))
+	apply(must(budget.Settle(acct, "op-S", 30_000, budget.Evidence{ExecutionID: "exec-S", TargetStatus: 201}, now)))
 	apply(*reserve("op-A", "sha256:a", nil).Event) // answer lost
 
 	retry := reserve("op-A", "sha256:a", nil)

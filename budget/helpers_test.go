@@ -70,7 +70,7 @@ func (b *book) settle(key string, amount int64) {
 
 func (b *book) release(key string) {
 	b.t.Helper()
-	e, err := Release(b.a, key, Evidence{ExecutionID: "exec-" + key, TargetStatus: "not_found"}, b.now)
+	e, err := Release(b.a, key, Evidence{ExecutionID: "exec-" + key, TargetStatus: 404}, b.now)
 	if err != nil {
 		b.t.Fatalf("Release(%s): %v", key, err)
 	}
@@ -78,7 +78,7 @@ func (b *book) release(key string) {
 }
 
 func evidenceFor(key string) Evidence {
-	return Evidence{ExecutionID: "exec-" + key, TargetStatus: "succeeded", Note: "payment " + key + " confirmed"}
+	return Evidence{ExecutionID: "exec-" + key, TargetStatus: 201, Note: "payment " + key + " confirmed"}
 }
 
 func digestOf(s string) string { return fmt.Sprintf("sha256:req-%s", s) }

@@ -182,7 +182,7 @@ func (w *world) step(t *rapid.T) {
 		}
 	case 6: // release
 		if k, ok := pick(t, m.holds, "release"); ok {
-			e, err := Release(b.a, k, Evidence{TargetStatus: "not_found"}, b.now)
+			e, err := Release(b.a, k, Evidence{TargetStatus: 404}, b.now)
 			if err != nil {
 				t.Fatalf("Release: %v", err)
 			}

@@ -60,11 +60,16 @@ type Decision struct {
 	Limit int64
 	// WithinLimit is Total <= Limit.
 	WithinLimit bool
-	// Allowed says whether the operation holds (or held) its amount.
+	// Allowed says whether a hold is open for the operation now: true for
+	// OutcomeHeld and OutcomeAlreadyHeld, false for a denial and for a
+	// closed operation (OutcomeSpent, OutcomeReleased).
 	Allowed bool
 	// Override is the override that allowed a reservation beyond the
 	// limit, nil otherwise.
 	Override *Override
+	// Reason is ReasonLimitNotValid for a denial because the limit was not
+	// in force; empty otherwise.
+	Reason string
 }
 
 // Reserve decides a reservation on the account as read (a is not changed):
@@ -76,12 +81,14 @@ type Decision struct {
 //   - spent + held + amount <= limit: a Reserved event;
 //   - beyond the limit with an override: a Reserved event that still says
 //     within_limit=false and names the override;
-//   - beyond the limit without one: a Denied event, which is appended too.
+//   - beyond the limit without one: a Denied event, which is appended too;
+//   - the limit not in force (before valid_from, at or after valid_until):
+//     a Denied event with Reason ReasonLimitNotValid, override or not.
 //
 // A denial does not bind the key: a later retry is decided afresh. Bad input
 // returns an error and no event: ErrMissingKey, ErrInvalidAmount,
-// ErrUnknownAccount, ErrCurrency, ErrOverflow, ErrLimitNotValid,
-// ErrTooManyHolds, ErrInvalidRequest.
+// ErrUnknownAccount, ErrCurrency, ErrOverflow, ErrTooManyHolds,
+// ErrInvalidRequest.
 func Reserve(a *Account, r ReserveRequest, now time.Time) (Decision, error) {
 	if err := r.validate(); err != nil {
 		return Decision{}, fmt.Errorf("reserve %q: %w", r.OperationKey, err)
@@ -100,9 +107,6 @@ func Reserve(a *Account, r ReserveRequest, now time.Time) (Decision, error) {
 			return Decision{}, fmt.Errorf("reserve %q: %w", r.OperationKey, err)
 		}
 		return d, nil
-	}
-	if !a.Terms().ValidAt(now) {
-		return Decision{}, fmt.Errorf("reserve %q: account %q at %s: %w", r.OperationKey, a.Name, now.UTC().Format(time.RFC3339), ErrLimitNotValid)
 	}
 	if len(a.Holds) >= MaxOpenHolds {
 		return Decision{}, fmt.Errorf("reserve %q: account %q: %w", r.OperationKey, a.Name, ErrTooManyHolds)
@@ -132,6 +136,11 @@ func Reserve(a *Account, r ReserveRequest, now time.Time) (Decision, error) {
 	}
 	d := Decision{Outcome: OutcomeHeld, Hold: hold, Total: total, Limit: a.Limit, WithinLimit: within, Allowed: true}
 	switch {
+	case !a.Terms().ValidAt(now):
+		// Recorded like any denial, with the reason: the limit was not in
+		// force, whatever the arithmetic says.
+		e.Kind, e.Allowed, e.Reason = Denied, false, ReasonLimitNotValid
+		d.Outcome, d.Allowed, d.Reason = OutcomeDenied, false, ReasonLimitNotValid
 	case !within && r.Override != nil:
 		o := *r.Override
 		e.Override, d.Override = &o, &o
@@ -168,6 +177,9 @@ func (a *Account) retry(r ReserveRequest) (d Decision, ok bool, err error) {
 	}
 	d = Decision{Outcome: OutcomeAlreadyHeld, Hold: h, Closed: closed, Total: total, Limit: a.Limit, WithinLimit: total <= a.Limit, Allowed: true}
 	if closed != nil {
+		// The operation is closed: no hold is open for it now, so it must
+		// not act (again) on this answer.
+		d.Allowed = false
 		d.Outcome = OutcomeSpent
 		if closed.State == HoldReleased {
 			d.Outcome = OutcomeReleased

@@ -66,7 +66,8 @@ func TestReserveRefusesBadInput(t *testing.T) {
 	}
 }
 
-// An override does not extend a limit beyond its validity.
+// An override does not extend a limit beyond its validity, and the refusal
+// is recorded: a Denied event with its reason, which folds and verifies.
 func TestReserveOutsideValidity(t *testing.T) {
 	l := gbpLimit("acct-v", 50_000)
 	l.ValidFrom = t0
@@ -74,10 +75,23 @@ func TestReserveOutsideValidity(t *testing.T) {
 	b := newBook(t, l)
 	b.reserve("op-1", digestOf("1"), 1_000, nil)
 	for _, at := range []time.Time{t0.Add(-time.Second), t0.Add(24 * time.Hour)} {
-		_, err := Reserve(b.a, ReserveRequest{OperationKey: "op-2", RequestDigest: digestOf("2"), Amount: 1, Override: cfo}, at)
-		if !errors.Is(err, ErrLimitNotValid) {
-			t.Fatalf("at %s: err = %v, want ErrLimitNotValid", at, err)
+		d, err := Reserve(b.a, ReserveRequest{OperationKey: "op-2", RequestDigest: digestOf("2"), Amount: 1, Override: cfo}, at)
+		if err != nil || d.Outcome != OutcomeDenied || d.Allowed || d.Reason != ReasonLimitNotValid || d.Event == nil ||
+			d.Event.Kind != Denied || d.Event.Reason != ReasonLimitNotValid || d.Event.Override != nil || !d.Event.WithinLimit {
+			t.Fatalf("at %s: %+v, %v; want a recorded denial, limit not valid", at, d, err)
 		}
+		if err := b.a.Apply(*d.Event); err != nil {
+			t.Fatalf("the denial does not fold: %v", err)
+		}
+		b.events = append(b.events, *d.Event)
+	}
+	for _, f := range Verify(b.events) {
+		t.Errorf("verify: %+v", f)
+	}
+	// The reason belongs to denials only.
+	bad := Event{Kind: Reserved, Reason: ReasonLimitNotValid}
+	if err := bad.checkUnused(); err == nil {
+		t.Error("a reservation with a reason was accepted")
 	}
 	// A retry still finds its hold after the limit expired.
 	d, err := Reserve(b.a, ReserveRequest{OperationKey: "op-1", RequestDigest: digestOf("1"), Amount: 1_000}, t0.Add(48*time.Hour))
@@ -100,7 +114,7 @@ func TestReserveRetries(t *testing.T) {
 		t.Fatalf("retry of settled op: %+v", d)
 	}
 	d = b.reserve("op-2", digestOf("2"), 3_000, nil)
-	if d.Outcome != OutcomeReleased || d.Event != nil || d.Closed.Evidence.TargetStatus != "not_found" {
+	if d.Outcome != OutcomeReleased || d.Event != nil || d.Closed.Evidence.TargetStatus != 404 {
 		t.Fatalf("retry of released op: %+v", d)
 	}
 

@@ -9,10 +9,15 @@ import (
 // never set) or replaces its limit. The currency cannot change once set
 // (ErrCurrency); a record for another account is ErrInvalidRequest. A lower
 // limit is accepted even below what is already spent and held: later
-// reservations are then denied until holds are released.
+// reservations are then denied until holds are released. A limit whose
+// valid_until has already passed is refused (ErrInvalidRequest).
 func SetLimit(a *Account, l Limit, now time.Time) (Event, error) {
 	if err := l.Validate(); err != nil {
 		return Event{}, fmt.Errorf("set limit: %w", err)
+	}
+	if !l.ValidUntil.IsZero() && !now.Before(l.ValidUntil) {
+		return Event{}, fmt.Errorf("set limit: valid_until %s is not in the future (to stop spending on %q, set its limit to 0): %w",
+			l.ValidUntil.UTC().Format(time.RFC3339), l.Account, ErrInvalidRequest)
 	}
 	var version uint64
 	if a.known() {

@@ -8,7 +8,7 @@ import (
 // Settle returns the Settled event that moves an open hold to spent, after
 // the effect was confirmed. amount is what was actually spent (1..held);
 // settling for less releases the rest (Event.Remainder). The evidence must
-// name the execution and the target status.
+// name the execution, and the target status or a note.
 func Settle(a *Account, opKey string, amount int64, ev Evidence, now time.Time) (Event, error) {
 	h, err := closable(a, opKey, ev, true)
 	if err != nil {
@@ -28,7 +28,7 @@ func Settle(a *Account, opKey string, amount int64, ev Evidence, now time.Time) 
 
 // Release returns the Released event that ends an open hold without
 // spending, once the effect's absence is proven. The evidence must name the
-// target status that proves it.
+// target status or say in a note what proves it.
 func Release(a *Account, opKey string, ev Evidence, now time.Time) (Event, error) {
 	h, err := closable(a, opKey, ev, false)
 	if err != nil {
@@ -68,6 +68,9 @@ func closing(a *Account, kind EventKind, h Hold, amount, remainder int64, ev Evi
 		Amount:         amount,
 		Remainder:      remainder,
 		Evidence:       &evidence,
+		SpentSeen:      a.Spent,
+		HeldSeen:       a.Held,
+		HeldListSeen:   a.OpenHolds(),
 	}
 	if err := e.Validate(); err != nil {
 		return Event{}, fmt.Errorf("%s %q: built an invalid event: %w", kind, h.OperationKey, err)

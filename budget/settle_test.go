@@ -41,10 +41,16 @@ func TestSettleRefusesBadInput(t *testing.T) {
 		{"unknown key", func(a *Account) (Event, error) { return Settle(a, "op-Z", 1, ev, t0) }, ErrNotHeld},
 		{"already spent", func(a *Account) (Event, error) { return Settle(a, "op-S", 1, ev, t0) }, ErrAlreadyClosed},
 		{"no execution id", func(a *Account) (Event, error) {
-			return Settle(a, "op-A", 1, Evidence{TargetStatus: "succeeded"}, t0)
+			return Settle(a, "op-A", 1, Evidence{TargetStatus: 201}, t0)
 		}, ErrInvalidRequest},
 		{"no target status", func(a *Account) (Event, error) {
 			return Release(a, "op-A", Evidence{ExecutionID: "e"}, t0)
+		}, ErrInvalidRequest},
+		{"status out of range", func(a *Account) (Event, error) {
+			return Release(a, "op-A", Evidence{TargetStatus: 1000}, t0)
+		}, ErrInvalidRequest},
+		{"negative status", func(a *Account) (Event, error) {
+			return Settle(a, "op-A", 1, Evidence{ExecutionID: "e", TargetStatus: -1, Note: "x"}, t0)
 		}, ErrInvalidRequest},
 		{"release closed", func(a *Account) (Event, error) { return Release(a, "op-S", ev, t0) }, ErrAlreadyClosed},
 		{"release unknown account", func(*Account) (Event, error) { return Release(nil, "op-A", ev, t0) }, ErrUnknownAccount},
@@ -105,5 +111,47 @@ func TestSetLimit(t *testing.T) {
 		if _, err := SetLimit(b.a, tc.l, b.now); !errors.Is(err, tc.err) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.err)
 		}
+	}
+}
+
+// A settlement and a release record what they read (spent, held, the open
+// holds with the closed one among them); Apply and Verify hold them to it,
+// and a record without the list (written before 2026-12-05) still folds.
+func TestClosingRecordsWhatItSaw(t *testing.T) {
+	b := workedExample(t)
+	b.reserve("op-B", digestOf("B"), 5_000, nil)
+	e, err := Release(b.a, "op-B", Evidence{Note: "the bank shows no transfer"}, t0)
+	if err != nil {
+		t.Fatalf("release with a note only: %v", err)
+	}
+	want := []Hold{{"op-A", digestOf("A"), 12_000}, {"op-B", digestOf("B"), 5_000}}
+	if e.SpentSeen != 30_000 || e.HeldSeen != 17_000 || !reflect.DeepEqual(e.HeldListSeen, want) {
+		t.Fatalf("release saw spent %d held %d %v", e.SpentSeen, e.HeldSeen, e.HeldListSeen)
+	}
+
+	stale := e
+	stale.HeldListSeen = want[:1] // the released hold missing
+	stale.HeldSeen = 12_000
+	if err := b.a.Clone().Apply(stale); !errors.Is(err, ErrInvalidEvent) {
+		t.Fatalf("a release whose list lacks its hold folded: %v", err)
+	}
+	wrong := e
+	wrong.SpentSeen = 1
+	if err := b.a.Clone().Apply(wrong); !errors.Is(err, ErrInvalidEvent) {
+		t.Fatalf("a release that saw another spent folded: %v", err)
+	}
+	old := e
+	old.SpentSeen, old.HeldSeen, old.HeldListSeen = 0, 0, nil
+	if err := b.a.Clone().Apply(old); err != nil {
+		t.Fatalf("a release without what it saw (older record) does not fold: %v", err)
+	}
+
+	findings := Verify(append(append([]Event(nil), b.events...), wrong))
+	if len(findings) != 1 || findings[0].Kind != FindingSeenStateMismatch {
+		t.Fatalf("verify of a release that saw another spent: %+v", findings)
+	}
+	b.append(e)
+	if f := Verify(b.events); len(f) != 0 {
+		t.Fatalf("verify: %+v", f)
 	}
 }

@@ -290,6 +290,18 @@ func (r *replayed) closing(e Event, report reporter) {
 		report(FindingInvalidEvent, SeverityError, "hold is for request %s, event names %s", h.RequestDigest, e.RequestDigest)
 		return
 	}
+	if len(e.HeldListSeen) > 0 && e.AccountVersion <= a.Version { // records before 2026-12-05 carry none
+		s := r.history[e.AccountVersion]
+		switch {
+		case s.held != e.HeldSeen:
+			report(FindingHeldSumMismatch, SeverityError, "held total seen %d, the account held %d at version %d", e.HeldSeen, s.held, e.AccountVersion)
+		case e.AccountVersion == a.Version && !slices.Equal(e.HeldListSeen, a.OpenHolds()):
+			report(FindingHeldSumMismatch, SeverityError, "held list seen is not the account's open holds at version %d", e.AccountVersion)
+		}
+		if s.spent != e.SpentSeen {
+			report(FindingSeenStateMismatch, SeverityError, "saw spent %d; the account had spent %d at version %d", e.SpentSeen, s.spent, e.AccountVersion)
+		}
+	}
 	spent, released, state := e.Amount, e.Remainder, HoldSpent
 	if e.Kind == Released {
 		spent, released, state = 0, e.Amount, HoldReleased

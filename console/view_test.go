@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"google.golang.org/protobuf/proto"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -38,9 +39,9 @@ func TestDecisionMarks(t *testing.T) {
 		d              *pb.BudgetDecision
 		over, override bool
 	}{
-		{&pb.BudgetDecision{Outcome: "reserved", WithinLimit: true, Allowed: true}, false, false},
-		{&pb.BudgetDecision{Outcome: "denied", WithinLimit: false}, true, false},
-		{&pb.BudgetDecision{Outcome: "reserved", WithinLimit: false, Allowed: true, Override: &pb.Override{By: "cfo", Reason: "r"}}, true, true},
+		{&pb.BudgetDecision{Outcome: "reserved", WithinLimit: proto.Bool(true), Allowed: proto.Bool(true)}, false, false},
+		{&pb.BudgetDecision{Outcome: "denied", WithinLimit: proto.Bool(false)}, true, false},
+		{&pb.BudgetDecision{Outcome: "reserved", WithinLimit: proto.Bool(false), Allowed: proto.Bool(true), Override: &pb.Override{By: "cfo", Reason: "r"}}, true, true},
 		{&pb.BudgetDecision{Outcome: "settled"}, false, false}, // not a limit decision
 		{&pb.BudgetDecision{Outcome: "limit_set"}, false, false},
 	} {

@@ -6,6 +6,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"connectrpc.com/connect"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -182,6 +183,10 @@ func (s *ExecutionService) Resolve(ctx context.Context, req *connect.Request[pb.
 	m := req.Msg
 	if err := checkText("evidence", m.GetEvidence()); err != nil {
 		return nil, err
+	}
+	if strings.TrimSpace(m.GetEvidence()) == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("evidence is required: what shows the outcome (the status endpoint's answer, a marker, a person's check)"))
 	}
 	by, err := author(ctx, "by", m.GetBy())
 	if err != nil {

@@ -28,9 +28,17 @@ type Budget interface {
 	// the budget denies it.
 	Hold(ctx context.Context, h BudgetHold) (allowed bool, reason string, err error)
 	// Settle spends the hold: the effect is confirmed.
-	Settle(ctx context.Context, h BudgetHold, executionID, targetStatus string) error
+	Settle(ctx context.Context, h BudgetHold, ev BudgetEvidence) error
 	// Release ends the hold: the effect's absence is proven.
-	Release(ctx context.Context, h BudgetHold, executionID, evidence string) error
+	Release(ctx context.Context, h BudgetHold, ev BudgetEvidence) error
+}
+
+// BudgetEvidence is why a hold moves: the execution, the status its target
+// answered (0 when none was observed) and a note on what else shows it.
+type BudgetEvidence struct {
+	ExecutionID  string
+	TargetStatus int32
+	Note         string
 }
 
 // Budget outcomes recorded on the execution.
@@ -127,21 +135,69 @@ func holdOf(x *pb.Execution) BudgetHold {
 	}
 }
 
-// succeeded says whether an observed result confirms the effect: exit
-// status 0 on ssh, a 2xx answer otherwise. Any other answer is the target
-// refusing: the hold is released.
-func succeeded(x *pb.Execution) bool {
-	if x.GetChannel() == "ssh" || x.GetChannel() == "mcp" {
-		return x.GetTargetStatus() == 0 // exit status; an upstream's isError
+// resultVerdict is what a recorded result means for a budget-bound
+// execution's hold.
+type resultVerdict int
+
+const (
+	// keepHeld: the answer proves neither the effect nor its absence (an
+	// HTTP 5xx, 1xx or 3xx, or no status at all): the hold stays open until
+	// a later record (Settle or Release with evidence) moves it.
+	keepHeld resultVerdict = iota
+	// spend: the effect is confirmed (an HTTP 2xx, exit status 0 on ssh, an
+	// upstream MCP tool's result that is not an error).
+	spend
+	// release: the target refused the request, so its answer shows the
+	// effect's absence (an HTTP 4xx, a non-zero exit status on ssh, an
+	// upstream's isError).
+	release
+)
+
+// verdictOf reads the result recorded on x. A RESOLVED_COMPLETED without a
+// status is a person's word that the effect happened: spend.
+func verdictOf(x *pb.Execution, t pb.EventType) resultVerdict {
+	status := x.GetTargetStatus()
+	switch {
+	case x.GetChannel() == "ssh" || x.GetChannel() == "mcp":
+		if status == 0 { // exit status; an upstream's isError
+			return spend
+		}
+		return release
+	case status == 0 && t == pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED:
+		return spend
+	case status >= 200 && status < 300:
+		return spend
+	case status >= 400 && status < 500:
+		return release
 	}
-	return x.GetTargetStatus() >= 200 && x.GetTargetStatus() < 300
+	return keepHeld
+}
+
+// checkResultStatus refuses a result whose status cannot be the channel's:
+// an HTTP target answers 100–599 (a resolution may leave it 0: not seen).
+func checkResultStatus(x *pb.Execution, t pb.EventType) error {
+	if t != pb.EventType_EVENT_TYPE_RESULT_OBSERVED && t != pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED {
+		return nil
+	}
+	status := x.GetTargetStatus()
+	if status == 0 && t == pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED {
+		return nil
+	}
+	if x.GetChannel() == "http" && (status < 100 || status > 599) {
+		return fmt.Errorf("%w: target_status %d is not an HTTP status (100-599); an http tool's result needs the status its target answered", ErrInvalid, status)
+	}
+	if status < 0 {
+		return fmt.Errorf("%w: target_status %d is negative", ErrInvalid, status)
+	}
+	return nil
 }
 
 // budgetEffect applies what a transition means for a budget-bound
 // execution's hold, before the transition is appended (every call is
-// idempotent, so a lost race or a crash repeats it harmlessly). It returns
-// the outcome to record, or an error that stops the transition.
-func (s *Service) budgetEffect(ctx context.Context, x *pb.Execution, t pb.EventType) error {
+// idempotent, so a lost race or a crash repeats it harmlessly). evidence is
+// the transition's own (a resolution's "by alice: …"). It returns an error
+// that stops the transition.
+func (s *Service) budgetEffect(ctx context.Context, x *pb.Execution, t pb.EventType, evidence string) error {
 	if x.GetBudgetAccount() == "" {
 		return nil
 	}
@@ -149,6 +205,7 @@ func (s *Service) budgetEffect(ctx context.Context, x *pb.Execution, t pb.EventT
 		return fmt.Errorf("%w: tool %s is bound to a budget but this gateway has none", ErrInvalid, x.GetTool())
 	}
 	h := holdOf(x)
+	ev := BudgetEvidence{ExecutionID: x.GetExecutionId()}
 	switch t {
 	case pb.EventType_EVENT_TYPE_DISPATCHED:
 		if x.GetBudgetOutcome() == BudgetReleased {
@@ -167,22 +224,37 @@ func (s *Service) budgetEffect(ctx context.Context, x *pb.Execution, t pb.EventT
 		}
 		x.BudgetOutcome = BudgetHeld
 	case pb.EventType_EVENT_TYPE_RESULT_OBSERVED, pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED:
-		if succeeded(x) {
-			if err := s.budget.Settle(ctx, h, x.GetExecutionId(), strconv.Itoa(int(x.GetTargetStatus()))); err != nil {
+		ev.TargetStatus = x.GetTargetStatus()
+		if t == pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED {
+			ev.Note = "resolved completed " + evidence
+		}
+		switch verdictOf(x, t) {
+		case spend:
+			if err := s.budget.Settle(ctx, h, ev); err != nil {
 				return err
 			}
 			x.BudgetOutcome = BudgetSpent
-			return nil
+		case release:
+			if ev.Note == "" {
+				ev.Note = "the target refused the request"
+			}
+			if err := s.budget.Release(ctx, h, ev); err != nil {
+				return err
+			}
+			x.BudgetOutcome = BudgetReleased
 		}
-		if err := s.budget.Release(ctx, h, x.GetExecutionId(), "target answered "+strconv.Itoa(int(x.GetTargetStatus()))); err != nil {
-			return err
-		}
-		x.BudgetOutcome = BudgetReleased
 	case pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED, pb.EventType_EVENT_TYPE_DENIED:
 		if x.GetBudgetOutcome() == BudgetDenied {
 			return nil
 		}
-		if err := s.budget.Release(ctx, h, x.GetExecutionId(), strings.ToLower(strings.TrimPrefix(t.String(), "EVENT_TYPE_"))); err != nil {
+		ev.Note = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(t.String(), "EVENT_TYPE_")), "_", " ")
+		switch {
+		case strings.HasPrefix(evidence, "by "): // a resolution's "by alice: …"
+			ev.Note += " " + evidence
+		case evidence != "":
+			ev.Note += ": " + evidence
+		}
+		if err := s.budget.Release(ctx, h, ev); err != nil {
 			return err
 		}
 		x.BudgetOutcome = BudgetReleased

@@ -386,7 +386,10 @@ func (s *Service) Transition(ctx context.Context, ch Change) (*pb.Execution, err
 		}
 		x.State = to
 		x.UpdatedAt = timestamppb.New(now)
-		if err := s.budgetEffect(ctx, x, ch.Event); err != nil {
+		if err := checkResultStatus(x, ch.Event); err != nil {
+			return nil, err
+		}
+		if err := s.budgetEffect(ctx, x, ch.Event, ch.Evidence); err != nil {
 			return nil, err
 		}
 		ev := s.event(ch.Event, subj, ch.ExecutionID, now)

@@ -2,6 +2,9 @@ package test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,8 +117,10 @@ func (stuckBudget) Hold(ctx context.Context, _ ledger.BudgetHold) (bool, string,
 	<-ctx.Done()
 	return false, "", ctx.Err()
 }
-func (stuckBudget) Settle(context.Context, ledger.BudgetHold, string, string) error { return nil }
-func (stuckBudget) Release(context.Context, ledger.BudgetHold, string, string) error {
+func (stuckBudget) Settle(context.Context, ledger.BudgetHold, ledger.BudgetEvidence) error {
+	return nil
+}
+func (stuckBudget) Release(context.Context, ledger.BudgetHold, ledger.BudgetEvidence) error {
 	return nil
 }
 
@@ -156,5 +161,107 @@ func TestHalfDoneBudgetDecisionIsRepairedAtDispatch(t *testing.T) {
 	acc, err = b.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: "acme"}))
 	if err != nil || acc.Msg.GetAccount().GetHeld() != 7000 || d.Msg.GetExecution().GetBudgetOutcome() != "held" {
 		t.Fatalf("hold not repaired at dispatch: %v %v", acc.Msg, err)
+	}
+}
+
+// What a budget-bound execution's result proves moves its hold, with the
+// status recorded as a number: a 2xx settles, a 4xx releases, a 5xx proves
+// neither and keeps the hold. An http result needs a status; a resolution
+// needs evidence, and "completed" without a status settles. Decisions show
+// within_limit and allowed in plain JSON, false included.
+func TestBudgetEvidenceFromResults(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{}
+	g := startGateway(t, "", clk)
+	c, b := client(g), budgetClient(g)
+	mustOK(t)(b.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50_000, Currency: "GBP"})))
+	held := func() int64 {
+		t.Helper()
+		a, err := b.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: "acme"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Msg.GetAccount().GetHeld()
+	}
+	dispatched := func(op string, amount int) string {
+		t.Helper()
+		res, err := c.Begin(ctx, beginReq("pay_invoice", args(t, map[string]any{"account": "acme", "amount": amount, "invoice": op}), op, op))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.Msg.GetExecution().GetExecutionId()
+		mustOK(t)(c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id})))
+		return id
+	}
+	record := func(id string, status int32) (*connect.Response[pb.RecordResultResponse], error) {
+		return c.RecordResult(ctx, connect.NewRequest(&pb.RecordResultRequest{ExecutionId: id, TargetStatus: status}))
+	}
+
+	bad := dispatched("op-502", 1_000)
+	_, err := record(bad, 0)
+	wantCode(t, err, connect.CodeInvalidArgument, "HTTP status")
+	res, err := record(bad, 502)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := res.Msg.GetExecution(); x.GetBudgetOutcome() != "held" || held() != 1_000 {
+		t.Fatalf("a 502 moved the hold: outcome %q, held %d", x.GetBudgetOutcome(), held())
+	}
+	ok := dispatched("op-201", 2_000)
+	mustOK(t)(record(ok, 201))
+	refused := dispatched("op-404", 3_000)
+	mustOK(t)(record(refused, 404))
+	if held() != 1_000 {
+		t.Fatalf("held %d after a 201 and a 404, want the 502's 1000", held())
+	}
+	list, err := b.ListDecisions(ctx, connect.NewRequest(&pb.ListDecisionsRequest{Account: "acme"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := map[string]*pb.BudgetDecision{}
+	for _, d := range list.Msg.GetDecisions() {
+		if d.GetOutcome() == "settled" || d.GetOutcome() == "released" {
+			closed[d.GetOperationKey()] = d
+		}
+		if d.GetOutcome() == "reserved" && (d.WithinLimit == nil || d.Allowed == nil) {
+			t.Errorf("reservation %s without within_limit/allowed set", d.GetOperationKey())
+		}
+	}
+	if d := closed["op-201"]; d.GetOutcome() != "settled" || d.GetEvidence().GetTargetStatus() != 201 || d.GetEvidence().GetExecutionId() != ok ||
+		d.GetHeldSeen() != 3_000 || len(d.GetHeldListSeen()) != 2 {
+		t.Fatalf("settlement on a 201: %v", d)
+	}
+	if d := closed["op-404"]; d.GetOutcome() != "released" || d.GetEvidence().GetTargetStatus() != 404 || d.GetEvidence().GetNote() == "" {
+		t.Fatalf("release on a 404: %v", d)
+	}
+	if _, ok := closed["op-502"]; ok {
+		t.Fatal("the 502's hold was closed")
+	}
+
+	// Resolutions: evidence required; "completed" without a status spends.
+	unknown := dispatched("op-unknown", 4_000)
+	mustOK(t)(c.RecordOutcomeUnknown(ctx, connect.NewRequest(&pb.RecordOutcomeUnknownRequest{ExecutionId: unknown, Reason: "timeout"})))
+	_, err = c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: unknown, Resolution: pb.Resolution_RESOLUTION_COMPLETED}))
+	wantCode(t, err, connect.CodeInvalidArgument, "evidence is required")
+	r, err := c.Resolve(ctx, connect.NewRequest(&pb.ResolveRequest{ExecutionId: unknown, Resolution: pb.Resolution_RESOLUTION_COMPLETED,
+		Evidence: "the bank statement shows the payment"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Msg.GetExecution().GetBudgetOutcome() != "spent" || held() != 1_000 {
+		t.Fatalf("a completed resolution: outcome %q, held %d", r.Msg.GetExecution().GetBudgetOutcome(), held())
+	}
+
+	// Plain JSON over HTTP: a denial says within_limit and allowed false.
+	body := `{"account":"acme","operationKey":"op-big","requestDigest":"sha256:big","amount":"60000"}`
+	resp, err := http.Post("http://"+g.Addr+"/portcullis.v1.BudgetService/Reserve", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"outcome":"denied"`) ||
+		!strings.Contains(string(raw), `"withinLimit":false`) || !strings.Contains(string(raw), `"allowed":false`) {
+		t.Fatalf("denial over plain JSON: %d %s", resp.StatusCode, raw)
 	}
 }

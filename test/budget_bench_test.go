@@ -42,7 +42,7 @@ func reserveSettle(k *keeper.Keeper, acct, op string) error {
 		err = fmt.Errorf("outcome %s", d.Outcome)
 	}
 	if err == nil {
-		_, err = k.Settle(context.Background(), acct, op, 100, budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"})
+		_, err = k.Settle(context.Background(), acct, op, 100, budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 200})
 	}
 	return err
 }

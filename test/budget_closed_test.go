@@ -20,7 +20,7 @@ func TestBudgetLateRetryFindsClosedOperation(t *testing.T) {
 	g2 := startGateway(t, g1.NatsURL, nil)
 	c1, c2 := budgetClient(g1), budgetClient(g2)
 	mustOK(t)(c1.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50_000, Currency: "GBP"})))
-	ev := &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}
+	ev := &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 200}
 	mustOK(t)(c1.Reserve(ctx, reserve("acme", "op-paid", "sha256:a", 1_000)))
 	mustOK(t)(c1.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "acme", OperationKey: "op-paid", Amount: 1_000, Evidence: ev})))
 	mustOK(t)(c1.Reserve(ctx, reserve("acme", "op-freed", "sha256:b", 500)))

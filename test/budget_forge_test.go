@@ -42,7 +42,7 @@ func TestForgedBudgetForwardIsRefused(t *testing.T) {
 	}
 	commands := []keeper.Command{
 		{Op: "reserve", Account: "acct", Reserve: &budget.ReserveRequest{OperationKey: "forged-1", RequestDigest: "sha256:f", Amount: 900}},
-		{Op: "release", Account: "acct", OpKey: "op-1", Evidence: &budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "404", Note: "forged"}},
+		{Op: "release", Account: "acct", OpKey: "op-1", Evidence: &budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 404, Note: "forged"}},
 	}
 	var sent int
 	for _, cmd := range commands {

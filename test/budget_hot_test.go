@@ -391,7 +391,7 @@ func TestBudgetHotLeaderKilled(t *testing.T) {
 				})
 				try(func(c portcullisv1connect.BudgetServiceClient) error {
 					_, err := c.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "hot", OperationKey: op, Amount: 10,
-						Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}}))
+						Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 200}}))
 					if err != nil && strings.Contains(err.Error(), budget.ErrAlreadyClosed.Error()) {
 						return nil // an earlier try settled it before its answer was lost
 					}
@@ -447,7 +447,7 @@ func TestBudgetHotLeaderKilled(t *testing.T) {
 		if _, err := client(survivor).Reserve(ctx, reserve("hot", op, "sha256:after", 1)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client(survivor).Release(ctx, connect.NewRequest(&pb.ReleaseRequest{Account: "hot", OperationKey: op, Evidence: &pb.Evidence{TargetStatus: "404"}})); err != nil {
+		if _, err := client(survivor).Release(ctx, connect.NewRequest(&pb.ReleaseRequest{Account: "hot", OperationKey: op, Evidence: &pb.Evidence{TargetStatus: 404}})); err != nil {
 			t.Fatal(err)
 		}
 		return budgetLeaseHolder(t, g0, "hot") == survivor
@@ -467,7 +467,7 @@ func TestBudgetHotLateRetryAfterHistory(t *testing.T) {
 	if _, err := g1.Keeper.SetLimit(ctx, budget.Limit{Account: "acme", Currency: "GBP", Limit: 1_000_000_000, Delegator: "cfo"}); err != nil {
 		t.Fatal(err)
 	}
-	ev := budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}
+	ev := budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 200}
 	const history, callers = 5000, 32
 	var next atomic.Int32
 	var wg sync.WaitGroup

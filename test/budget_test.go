@@ -85,7 +85,7 @@ func TestBudgetWorkedExample(t *testing.T) {
 	// Spent 30 000: an earlier payment, confirmed.
 	mustOK(t)(c.Reserve(ctx, reserve("acme", "op-earlier", "sha256:e", 30_000)))
 	mustOK(t)(c.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "acme", OperationKey: "op-earlier", Amount: 30_000,
-		Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "201"}})))
+		Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 201}})))
 	// Op A: 12 000 held; its answer is lost.
 	a, err := c.Reserve(ctx, reserve("acme", "op-A", "sha256:same", 12_000))
 	if err != nil {
@@ -152,7 +152,7 @@ func TestBudgetSettleReleaseAndBadInput(t *testing.T) {
 	for _, op := range []string{"p1", "p2", "p3"} {
 		mustOK(t)(c.Reserve(ctx, reserve("ops", op, "sha256:"+op, 2_000)))
 	}
-	ev := &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}
+	ev := &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 200}
 	// Settle for less releases the rest.
 	res, err := c.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "ops", OperationKey: "p1", Amount: 1_500, Evidence: ev}))
 	if err != nil {
@@ -161,7 +161,7 @@ func TestBudgetSettleReleaseAndBadInput(t *testing.T) {
 	if a := res.Msg.GetAccount(); a.GetSpent() != 1_500 || a.GetHeld() != 4_000 || res.Msg.GetDecision().GetRemainder() != 500 {
 		t.Fatalf("settle for less: %v", res.Msg)
 	}
-	rel, err := c.Release(ctx, connect.NewRequest(&pb.ReleaseRequest{Account: "ops", OperationKey: "p2", Evidence: &pb.Evidence{TargetStatus: "404", Note: "status endpoint: no such payment"}}))
+	rel, err := c.Release(ctx, connect.NewRequest(&pb.ReleaseRequest{Account: "ops", OperationKey: "p2", Evidence: &pb.Evidence{TargetStatus: 404, Note: "status endpoint: no such payment"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestOwnWritesNeedNoConsumer(t *testing.T) {
 	mustOK(t)(b.Reserve(ctx, reserve("fed", "op-1", "sha256:x", 100)))
 	mustOK(t)(b.Reserve(ctx, reserve("fed", "op-2", "sha256:y", 200)))
 	mustOK(t)(b.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "fed", OperationKey: "op-1", Amount: 100,
-		Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "201"}})))
+		Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 201}})))
 	acc, err := b.GetAccount(ctx, connect.NewRequest(&pb.GetAccountRequest{Account: "fed"}))
 	if err != nil || acc.Msg.GetAccount().GetSpent() != 100 || acc.Msg.GetAccount().GetHeld() != 200 {
 		t.Fatalf("account: %v %v", acc, err)

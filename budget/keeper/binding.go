@@ -34,8 +34,8 @@ func (b Binding) Hold(ctx context.Context, h ledger.BudgetHold) (bool, string, e
 }
 
 // Settle spends the whole hold; a hold already closed is left as it is.
-func (b Binding) Settle(ctx context.Context, h ledger.BudgetHold, executionID, targetStatus string) error {
-	_, err := b.Keeper.Settle(ctx, h.Account, h.OperationKey, h.Amount, budget.Evidence{ExecutionID: executionID, TargetStatus: targetStatus})
+func (b Binding) Settle(ctx context.Context, h ledger.BudgetHold, ev ledger.BudgetEvidence) error {
+	_, err := b.Keeper.Settle(ctx, h.Account, h.OperationKey, h.Amount, evidence(ev))
 	if errors.Is(err, budget.ErrAlreadyClosed) {
 		return nil
 	}
@@ -43,10 +43,14 @@ func (b Binding) Settle(ctx context.Context, h ledger.BudgetHold, executionID, t
 }
 
 // Release ends the hold; a hold never taken or already closed is left as it is.
-func (b Binding) Release(ctx context.Context, h ledger.BudgetHold, executionID, evidence string) error {
-	_, err := b.Keeper.Release(ctx, h.Account, h.OperationKey, budget.Evidence{ExecutionID: executionID, TargetStatus: evidence})
+func (b Binding) Release(ctx context.Context, h ledger.BudgetHold, ev ledger.BudgetEvidence) error {
+	_, err := b.Keeper.Release(ctx, h.Account, h.OperationKey, evidence(ev))
 	if errors.Is(err, budget.ErrAlreadyClosed) || errors.Is(err, budget.ErrNotHeld) {
 		return nil
 	}
 	return err
+}
+
+func evidence(ev ledger.BudgetEvidence) budget.Evidence {
+	return budget.Evidence{ExecutionID: ev.ExecutionID, TargetStatus: ev.TargetStatus, Note: ev.Note}
 }

@@ -43,7 +43,10 @@ func ToProto(e budget.Event) *pb.BudgetDecision {
 		Outcome: string(e.Kind), Account: e.Account, OperationKey: e.OperationKey, RequestDigest: e.RequestDigest,
 		Amount: e.Amount, Currency: e.Currency, Limit: e.Limit, LimitDigest: e.LimitDigest,
 		SpentSeen: e.SpentSeen, HeldSeen: e.HeldSeen, AccountVersion: e.AccountVersion,
-		WithinLimit: e.WithinLimit, Allowed: e.Allowed, Remainder: e.Remainder, At: ts(e.At),
+		Remainder: e.Remainder, At: ts(e.At), Reason: e.Reason,
+	}
+	if e.IsDecision() { // set, false included, so a denial shows within_limit: false
+		d.WithinLimit, d.Allowed = proto.Bool(e.WithinLimit), proto.Bool(e.Allowed)
 	}
 	for _, h := range e.HeldListSeen {
 		d.HeldListSeen = append(d.HeldListSeen, &pb.Hold{OperationKey: h.OperationKey, RequestDigest: h.RequestDigest, Amount: h.Amount})
@@ -71,7 +74,7 @@ func FromProto(d *pb.BudgetDecision) budget.Event {
 		At: tm(d.GetAt()), Currency: d.GetCurrency(), Limit: d.GetLimit(), LimitDigest: d.GetLimitDigest(),
 		OperationKey: d.GetOperationKey(), RequestDigest: d.GetRequestDigest(), Amount: d.GetAmount(),
 		SpentSeen: d.GetSpentSeen(), HeldSeen: d.GetHeldSeen(), WithinLimit: d.GetWithinLimit(), Allowed: d.GetAllowed(),
-		Remainder: d.GetRemainder(),
+		Remainder: d.GetRemainder(), Reason: d.GetReason(),
 	}
 	for _, h := range d.GetHeldListSeen() {
 		e.HeldListSeen = append(e.HeldListSeen, budget.Hold{OperationKey: h.GetOperationKey(), RequestDigest: h.GetRequestDigest(), Amount: h.GetAmount()})
@@ -81,6 +84,9 @@ func FromProto(d *pb.BudgetDecision) budget.Event {
 	}
 	if v := d.GetEvidence(); v != nil {
 		e.Evidence = &budget.Evidence{ExecutionID: v.GetExecutionId(), TargetStatus: v.GetTargetStatus(), Note: v.GetNote()}
+		if legacy := v.GetLegacyTargetStatus(); legacy != "" && v.GetTargetStatus() == 0 {
+			e.Evidence.TargetStatus, e.Evidence.Note = budget.LegacyStatus(legacy, v.GetNote())
+		}
 	}
 	if l := d.GetLimitRecord(); l != nil {
 		e.LimitRecord = &budget.Limit{Account: l.GetAccount(), Currency: l.GetCurrency(), Limit: l.GetLimit(),

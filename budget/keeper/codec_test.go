@@ -22,7 +22,7 @@ func TestProtoRoundTrip(t *testing.T) {
 			Remainder: 8450, HeldListSeen: []budget.Hold{{OperationKey: "op-0", RequestDigest: "d0", Amount: 200}},
 			Override: &budget.Override{By: "ops-lead", Reason: "incident"}},
 		{Kind: budget.Settled, Account: "team-a", AccountVersion: 4, At: at, OperationKey: "op-1", Amount: 1250,
-			Evidence: &budget.Evidence{ExecutionID: "act_1", TargetStatus: "201", Note: "n"}},
+			Evidence: &budget.Evidence{ExecutionID: "act_1", TargetStatus: 201, Note: "n"}},
 		{Kind: budget.Released, Account: "team-a", AccountVersion: 5, At: at, OperationKey: "op-2"},
 	} {
 		got := FromProto(ToProto(e))

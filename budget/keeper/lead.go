@@ -456,7 +456,7 @@ func (k *Keeper) runHere(ctx context.Context, c Command) (Result, *budget.Decisi
 				Outcome: string(dec.Outcome), Account: c.Account, OperationKey: dec.Hold.OperationKey,
 				RequestDigest: dec.Hold.RequestDigest, Amount: dec.Hold.Amount, Currency: res.Account.Currency,
 				Limit: dec.Limit, LimitDigest: res.Account.LimitDigest, SpentSeen: res.Account.Spent, HeldSeen: res.Account.Held,
-				AccountVersion: res.Account.Version, WithinLimit: dec.WithinLimit, Allowed: dec.Allowed, Total: dec.Total,
+				AccountVersion: res.Account.Version, WithinLimit: proto.Bool(dec.WithinLimit), Allowed: proto.Bool(dec.Allowed), Total: dec.Total,
 			}
 		}
 		return res, &dec, nil

@@ -103,7 +103,7 @@ func budgetExportCmd() *cobra.Command {
 			if format == "csv" {
 				_ = cw.Write([]string{"stream_seq", "at", "account", "outcome", "operation_key", "request_digest", "amount", "currency",
 					"limit", "spent_seen", "held_seen", "account_version", "within_limit", "allowed", "override_by", "override_reason",
-					"execution_id", "target_status", "remainder", "limit_digest"})
+					"execution_id", "target_status", "remainder", "limit_digest", "evidence_note", "reason"})
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
@@ -126,8 +126,8 @@ func budgetExportCmd() *cobra.Command {
 				return cw.Write([]string{strconv.FormatUint(seq, 10), at, d.GetAccount(), d.GetOutcome(), d.GetOperationKey(),
 					d.GetRequestDigest(), i64(d.GetAmount()), d.GetCurrency(), i64(d.GetLimit()), i64(d.GetSpentSeen()), i64(d.GetHeldSeen()),
 					strconv.FormatUint(d.GetAccountVersion(), 10), strconv.FormatBool(d.GetWithinLimit()), strconv.FormatBool(d.GetAllowed()),
-					d.GetOverride().GetBy(), d.GetOverride().GetReason(), d.GetEvidence().GetExecutionId(), d.GetEvidence().GetTargetStatus(),
-					i64(d.GetRemainder()), d.GetLimitDigest()})
+					d.GetOverride().GetBy(), d.GetOverride().GetReason(), d.GetEvidence().GetExecutionId(), status(d.GetEvidence()),
+					i64(d.GetRemainder()), d.GetLimitDigest(), d.GetEvidence().GetNote(), d.GetReason()})
 			})
 			cw.Flush()
 			if err != nil {
@@ -239,4 +239,13 @@ func readExport(path string, deliver func(uint64, *pb.BudgetDecision) error) err
 			return err
 		}
 	}
+}
+
+// status is an evidence's target status for the CSV: empty when none was
+// observed, and the text of a record written before 2026-12-05.
+func status(e *pb.Evidence) string {
+	if e.GetTargetStatus() != 0 {
+		return strconv.Itoa(int(e.GetTargetStatus()))
+	}
+	return e.GetLegacyTargetStatus()
 }

@@ -147,7 +147,7 @@ func reserveSpread(viaConnect bool) workload {
 			if r.Msg.Decision.GetOutcome() != string(budget.Reserved) {
 				return fmt.Errorf("outcome %s", r.Msg.Decision.GetOutcome())
 			}
-			_, err = c.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: acct, OperationKey: op, Amount: 100, Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"}}))
+			_, err = c.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: acct, OperationKey: op, Amount: 100, Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 200}}))
 			return err
 		}, g.close, nil
 	}
@@ -164,7 +164,7 @@ func keeperOp(gs []*gw, accounts int, pfx string) opFunc {
 		if d.Outcome != budget.OutcomeHeld {
 			return fmt.Errorf("outcome %s", d.Outcome)
 		}
-		_, err = k.Settle(ctx, acct, op, 100, budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: "200"})
+		_, err = k.Settle(ctx, acct, op, 100, budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 200})
 		return err
 	}
 }

@@ -256,12 +256,23 @@ func (x *Override) GetReason() string {
 	return ""
 }
 
-// Evidence justifies moving a hold.
+// Evidence justifies moving a hold: the execution whose effect it is, the
+// status the target answered, and what else shows it (a note: the status
+// endpoint's answer, a marker, a person's check). A settlement names the
+// execution and a status or a note; a release names a status or a note.
 type Evidence struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	TargetStatus  string                 `protobuf:"bytes,2,opt,name=target_status,json=targetStatus,proto3" json:"target_status,omitempty"`
-	Note          string                 `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Text written here by versions before 2026-12-05 (a status such as
+	// "201", or "target answered 502"); read back from old records, never
+	// written.
+	//
+	// Deprecated: Marked as deprecated in portcullis/v1/budget.proto.
+	LegacyTargetStatus string `protobuf:"bytes,2,opt,name=legacy_target_status,json=legacyTargetStatus,proto3" json:"legacy_target_status,omitempty"`
+	Note               string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// The status the target answered: an HTTP status (100–599), or an exit
+	// status for ssh. 0 (absent) when no status was observed.
+	TargetStatus  int32 `protobuf:"varint,4,opt,name=target_status,json=targetStatus,proto3" json:"target_status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -303,9 +314,10 @@ func (x *Evidence) GetExecutionId() string {
 	return ""
 }
 
-func (x *Evidence) GetTargetStatus() string {
+// Deprecated: Marked as deprecated in portcullis/v1/budget.proto.
+func (x *Evidence) GetLegacyTargetStatus() string {
 	if x != nil {
-		return x.TargetStatus
+		return x.LegacyTargetStatus
 	}
 	return ""
 }
@@ -317,28 +329,47 @@ func (x *Evidence) GetNote() string {
 	return ""
 }
 
+func (x *Evidence) GetTargetStatus() int32 {
+	if x != nil {
+		return x.TargetStatus
+	}
+	return 0
+}
+
 // BudgetDecision is one record on an account (what it decided and saw).
 type BudgetDecision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// limit_set, reserved, denied, settled, released; or, for answers that
 	// append nothing: already_held, spent, released.
-	Outcome       string  `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	Account       string  `protobuf:"bytes,2,opt,name=account,proto3" json:"account,omitempty"`
-	OperationKey  string  `protobuf:"bytes,3,opt,name=operation_key,json=operationKey,proto3" json:"operation_key,omitempty"`
-	RequestDigest string  `protobuf:"bytes,4,opt,name=request_digest,json=requestDigest,proto3" json:"request_digest,omitempty"`
-	Amount        int64   `protobuf:"varint,5,opt,name=amount,proto3" json:"amount,omitempty"`
-	Currency      string  `protobuf:"bytes,6,opt,name=currency,proto3" json:"currency,omitempty"`
-	Limit         int64   `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
-	LimitDigest   string  `protobuf:"bytes,8,opt,name=limit_digest,json=limitDigest,proto3" json:"limit_digest,omitempty"`
-	SpentSeen     int64   `protobuf:"varint,9,opt,name=spent_seen,json=spentSeen,proto3" json:"spent_seen,omitempty"`
-	HeldSeen      int64   `protobuf:"varint,10,opt,name=held_seen,json=heldSeen,proto3" json:"held_seen,omitempty"`
-	HeldListSeen  []*Hold `protobuf:"bytes,11,rep,name=held_list_seen,json=heldListSeen,proto3" json:"held_list_seen,omitempty"`
-	// The account version the decision read.
-	AccountVersion uint64    `protobuf:"varint,12,opt,name=account_version,json=accountVersion,proto3" json:"account_version,omitempty"`
-	WithinLimit    bool      `protobuf:"varint,13,opt,name=within_limit,json=withinLimit,proto3" json:"within_limit,omitempty"`
-	Allowed        bool      `protobuf:"varint,14,opt,name=allowed,proto3" json:"allowed,omitempty"`
-	Override       *Override `protobuf:"bytes,15,opt,name=override,proto3" json:"override,omitempty"`
-	Evidence       *Evidence `protobuf:"bytes,16,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Outcome       string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Account       string `protobuf:"bytes,2,opt,name=account,proto3" json:"account,omitempty"`
+	OperationKey  string `protobuf:"bytes,3,opt,name=operation_key,json=operationKey,proto3" json:"operation_key,omitempty"`
+	RequestDigest string `protobuf:"bytes,4,opt,name=request_digest,json=requestDigest,proto3" json:"request_digest,omitempty"`
+	Amount        int64  `protobuf:"varint,5,opt,name=amount,proto3" json:"amount,omitempty"`
+	Currency      string `protobuf:"bytes,6,opt,name=currency,proto3" json:"currency,omitempty"`
+	Limit         int64  `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	LimitDigest   string `protobuf:"bytes,8,opt,name=limit_digest,json=limitDigest,proto3" json:"limit_digest,omitempty"`
+	// What the record read: spent, held and every open hold (sorted by
+	// operation key). Reservation decisions (the requested key is not in the
+	// list) and, since 2026-12-05, settled and released records (the closed
+	// hold is in it) carry them.
+	SpentSeen    int64   `protobuf:"varint,9,opt,name=spent_seen,json=spentSeen,proto3" json:"spent_seen,omitempty"`
+	HeldSeen     int64   `protobuf:"varint,10,opt,name=held_seen,json=heldSeen,proto3" json:"held_seen,omitempty"`
+	HeldListSeen []*Hold `protobuf:"bytes,11,rep,name=held_list_seen,json=heldListSeen,proto3" json:"held_list_seen,omitempty"`
+	// The account version the record read.
+	AccountVersion uint64 `protobuf:"varint,12,opt,name=account_version,json=accountVersion,proto3" json:"account_version,omitempty"`
+	// spent_seen + held_seen + amount <= limit. Set (true or false) on every
+	// reservation decision and answer, so a decision beyond the limit shows
+	// "within_limit": false in JSON; absent on records that decide nothing
+	// about the limit (limit_set, settled, released).
+	WithinLimit *bool `protobuf:"varint,13,opt,name=within_limit,json=withinLimit,proto3,oneof" json:"within_limit,omitempty"`
+	// Whether a hold is open for the operation now: true for reserved and
+	// already_held; false for denied, and for the answers spent and released
+	// (the operation is closed: act on it no further). Absent where
+	// within_limit is.
+	Allowed  *bool     `protobuf:"varint,14,opt,name=allowed,proto3,oneof" json:"allowed,omitempty"`
+	Override *Override `protobuf:"bytes,15,opt,name=override,proto3" json:"override,omitempty"`
+	Evidence *Evidence `protobuf:"bytes,16,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// Released back by a settlement for less than held.
 	Remainder int64                  `protobuf:"varint,17,opt,name=remainder,proto3" json:"remainder,omitempty"`
 	At        *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=at,proto3" json:"at,omitempty"`
@@ -348,6 +379,10 @@ type BudgetDecision struct {
 	StreamSeq uint64 `protobuf:"varint,20,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
 	// The limit record set (limit_set only).
 	LimitRecord *LimitRecord `protobuf:"bytes,21,opt,name=limit_record,json=limitRecord,proto3" json:"limit_record,omitempty"`
+	// Why a denial was not about the arithmetic: "limit_not_valid" when the
+	// limit was not in force at the decision (before valid_from, at or after
+	// valid_until). Empty for a denial beyond the limit.
+	Reason string `protobuf:"bytes,22,opt,name=reason,proto3" json:"reason,omitempty"`
 	// A commit group (EVENT_TYPE_BUDGET_GROUP): the decisions the one message
 	// carries, in order, each with its own account_version (consecutive);
 	// every other field of the group record is unset, and no member is a
@@ -472,15 +507,15 @@ func (x *BudgetDecision) GetAccountVersion() uint64 {
 }
 
 func (x *BudgetDecision) GetWithinLimit() bool {
-	if x != nil {
-		return x.WithinLimit
+	if x != nil && x.WithinLimit != nil {
+		return *x.WithinLimit
 	}
 	return false
 }
 
 func (x *BudgetDecision) GetAllowed() bool {
-	if x != nil {
-		return x.Allowed
+	if x != nil && x.Allowed != nil {
+		return *x.Allowed
 	}
 	return false
 }
@@ -532,6 +567,13 @@ func (x *BudgetDecision) GetLimitRecord() *LimitRecord {
 		return x.LimitRecord
 	}
 	return nil
+}
+
+func (x *BudgetDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 func (x *BudgetDecision) GetGroup() []*BudgetDecision {
@@ -1447,11 +1489,12 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\"2\n" +
 	"\bOverride\x12\x0e\n" +
 	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"f\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x9c\x01\n" +
 	"\bEvidence\x12!\n" +
-	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12#\n" +
-	"\rtarget_status\x18\x02 \x01(\tR\ftargetStatus\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"\xb7\x06\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x124\n" +
+	"\x14legacy_target_status\x18\x02 \x01(\tB\x02\x18\x01R\x12legacyTargetStatus\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12#\n" +
+	"\rtarget_status\x18\x04 \x01(\x05R\ftargetStatus\"\xf6\x06\n" +
 	"\x0eBudgetDecision\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x18\n" +
 	"\aaccount\x18\x02 \x01(\tR\aaccount\x12#\n" +
@@ -1466,9 +1509,9 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\theld_seen\x18\n" +
 	" \x01(\x03R\bheldSeen\x129\n" +
 	"\x0eheld_list_seen\x18\v \x03(\v2\x13.portcullis.v1.HoldR\fheldListSeen\x12'\n" +
-	"\x0faccount_version\x18\f \x01(\x04R\x0eaccountVersion\x12!\n" +
-	"\fwithin_limit\x18\r \x01(\bR\vwithinLimit\x12\x18\n" +
-	"\aallowed\x18\x0e \x01(\bR\aallowed\x123\n" +
+	"\x0faccount_version\x18\f \x01(\x04R\x0eaccountVersion\x12&\n" +
+	"\fwithin_limit\x18\r \x01(\bH\x00R\vwithinLimit\x88\x01\x01\x12\x1d\n" +
+	"\aallowed\x18\x0e \x01(\bH\x01R\aallowed\x88\x01\x01\x123\n" +
 	"\boverride\x18\x0f \x01(\v2\x17.portcullis.v1.OverrideR\boverride\x123\n" +
 	"\bevidence\x18\x10 \x01(\v2\x17.portcullis.v1.EvidenceR\bevidence\x12\x1c\n" +
 	"\tremainder\x18\x11 \x01(\x03R\tremainder\x12*\n" +
@@ -1476,8 +1519,12 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\x05total\x18\x13 \x01(\x03R\x05total\x12\x1d\n" +
 	"\n" +
 	"stream_seq\x18\x14 \x01(\x04R\tstreamSeq\x12=\n" +
-	"\flimit_record\x18\x15 \x01(\v2\x1a.portcullis.v1.LimitRecordR\vlimitRecord\x123\n" +
-	"\x05group\x18( \x03(\v2\x1d.portcullis.v1.BudgetDecisionR\x05group\"\xef\x01\n" +
+	"\flimit_record\x18\x15 \x01(\v2\x1a.portcullis.v1.LimitRecordR\vlimitRecord\x12\x16\n" +
+	"\x06reason\x18\x16 \x01(\tR\x06reason\x123\n" +
+	"\x05group\x18( \x03(\v2\x1d.portcullis.v1.BudgetDecisionR\x05groupB\x0f\n" +
+	"\r_within_limitB\n" +
+	"\n" +
+	"\b_allowed\"\xef\x01\n" +
 	"\vLimitRecord\x12\x18\n" +
 	"\aaccount\x18\x01 \x01(\tR\aaccount\x12\x1a\n" +
 	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x12\x14\n" +
@@ -1638,6 +1685,7 @@ func file_portcullis_v1_budget_proto_init() {
 	if File_portcullis_v1_budget_proto != nil {
 		return
 	}
+	file_portcullis_v1_budget_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
