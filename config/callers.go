@@ -64,6 +64,10 @@ func (d *decoder) callers(c entry, cfg *Config) {
 					continue
 				}
 				seen[h] = ce.key
+				if f.key == "token_sha256" && !d.claimToken(f.value, f.path, h, "caller "+ce.key) {
+					good = false
+					continue
+				}
 				if f.key == "token_sha256" {
 					x.TokenSHA256 = h
 				} else {

@@ -22,6 +22,22 @@ type decoder struct {
 	stopped *Error                       // set when maxErrors is reached
 	anchors map[string][]*ast.AnchorNode // by name, in file order
 	nodes   int                          // value nodes read so far, aliases expanded
+	tokens  map[string]string            // bearer token digest → "agent X" / "caller Y"
+}
+
+// claimToken records that owner (e.g. "agent agent-7") authenticates with
+// the token digest h; false (and an error at n) when another agent or
+// caller already does: one token must name one identity.
+func (d *decoder) claimToken(n ast.Node, path, h, owner string) bool {
+	if d.tokens == nil {
+		d.tokens = map[string]string{}
+	}
+	if other, dup := d.tokens[h]; dup {
+		d.errorf(n, path, "the same token digest is already %s's", other)
+		return false
+	}
+	d.tokens[h] = owner
+	return true
 }
 
 func newDecoder(path string) *decoder {

@@ -71,7 +71,9 @@ func (d *decoder) agents(a entry, cfg *Config) {
 					d.errorf(f.value, f.path, "want the 64-hex-digit SHA-256 of the agent's bearer token (sha256sum), got %d characters", len(h))
 					continue
 				}
-				cfg.Agents[strings.ToLower(h)] = ag.key
+				if d.claimToken(f.value, f.path, strings.ToLower(h), "agent "+ag.key) {
+					cfg.Agents[strings.ToLower(h)] = ag.key
+				}
 			default:
 				d.unknownKey(f, "token_sha256")
 			}

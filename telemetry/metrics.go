@@ -105,7 +105,7 @@ func NewMetrics() *Metrics {
 
 // Handler serves the registry in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
 }
 
 // Registry is where more collectors may register.

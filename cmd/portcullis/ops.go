@@ -353,7 +353,7 @@ func executionsCmd() *cobra.Command {
 	f.BoolVar(&completed, "completed", false, "the target performed the action")
 	f.BoolVar(&notExecuted, "not-executed", false, "absence is proven: the target did not perform it")
 	f.StringVar(&evidence, "evidence", "", "what shows it (required)")
-	f.StringVar(&by, "by", "", "who resolves it (recorded)")
+	f.StringVar(&by, "by", "", "who resolves it; the gateway records the authenticated caller and refuses any other name")
 	f.Int32Var(&status, "target-status", 0, "with --completed: the target's status")
 	f.StringVar(&body, "result-body", "", "with --completed: the target's answer")
 	f.StringVar(&contentType, "result-content-type", "application/json", "with --completed: its content type")
