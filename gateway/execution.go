@@ -5,10 +5,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"connectrpc.com/connect"
+	"github.com/portcullis-dev/portcullis/auth"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -147,11 +149,22 @@ func (s *ExecutionService) RecordResult(ctx context.Context, req *connect.Reques
 	if err := checkResult(m.GetResultBody(), m.GetResultContentType()); err != nil {
 		return nil, err
 	}
-	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_RESULT_OBSERVED, "", func(x *pb.Execution) {
-		setResult(x, m.GetTargetStatus(), m.GetResultBody(), m.GetResultContentType())
-	})
+	apply := func(x *pb.Execution) { setResult(x, m.GetTargetStatus(), m.GetResultBody(), m.GetResultContentType()) }
+	x, err := s.Ledger.Transition(ctx, ledger.Change{ExecutionID: m.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_RESULT_OBSERVED, Apply: apply})
+	var ite *ledger.IllegalTransitionError
+	if errors.As(err, &ite) && ite.State == pb.State_STATE_OUTCOME_UNKNOWN {
+		// A late answer (the deadline sweep, or the executor itself, had
+		// recorded the outcome unknown) is not lost: it resolves the
+		// execution as completed, as a gateway's own late result does.
+		evidence := "the executor reported the target's answer after the outcome was recorded unknown"
+		if p := auth.FromContext(ctx); p != nil {
+			evidence = "the executor " + p.Name + " reported the target's answer after the outcome was recorded unknown"
+		}
+		x, err = s.Ledger.Transition(ctx, ledger.Change{ExecutionID: m.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED,
+			Apply: apply, Evidence: evidence})
+	}
 	if err != nil {
-		return nil, err
+		return nil, connectError(err)
 	}
 	return connect.NewResponse(&pb.RecordResultResponse{Execution: x}), nil
 }

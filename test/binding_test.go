@@ -265,3 +265,37 @@ func TestBudgetEvidenceFromResults(t *testing.T) {
 		t.Fatalf("denial over plain JSON: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// An executor's answer that comes after the outcome was recorded unknown is
+// not lost: RecordResult resolves the execution as completed, with evidence
+// naming the late answer, and a budget-bound hold follows the status.
+func TestLateResultOverConnectResolves(t *testing.T) {
+	ctx := context.Background()
+	g := startGateway(t, "", &clock{})
+	c, b := client(g), budgetClient(g)
+	mustOK(t)(b.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 50_000, Currency: "GBP"})))
+	res, err := c.Begin(ctx, beginReq("pay_invoice", args(t, map[string]any{"account": "acme", "amount": 700, "invoice": "late"}), "op-late", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Msg.GetExecution().GetExecutionId()
+	mustOK(t)(c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id})))
+	mustOK(t)(c.RecordOutcomeUnknown(ctx, connect.NewRequest(&pb.RecordOutcomeUnknownRequest{ExecutionId: id, Reason: "timeout"})))
+	late, err := c.RecordResult(ctx, connect.NewRequest(&pb.RecordResultRequest{ExecutionId: id, TargetStatus: 201, ResultBody: `{"paid":true}`}))
+	if err != nil {
+		t.Fatalf("a late result was refused: %v", err)
+	}
+	x := late.Msg.GetExecution()
+	if x.GetState() != pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED || x.GetTargetStatus() != 201 || x.GetBudgetOutcome() != "spent" {
+		t.Fatalf("after the late result: state %v status %d budget %q", x.GetState(), x.GetTargetStatus(), x.GetBudgetOutcome())
+	}
+	evs := subjectEvents(t, ledgerStream(t, g), "pc.exec.*."+id)
+	last := evs[len(evs)-1]
+	if last.GetType() != pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED ||
+		!strings.Contains(last.GetExecutionChanged().GetEvidence(), "after the outcome was recorded unknown") {
+		t.Fatalf("the late result is not recorded as a resolution with its evidence: %v", last)
+	}
+	// Any other illegal result is still refused.
+	_, err = c.RecordResult(ctx, connect.NewRequest(&pb.RecordResultRequest{ExecutionId: id, TargetStatus: 200}))
+	wantCode(t, err, connect.CodeFailedPrecondition)
+}
