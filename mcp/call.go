@@ -14,13 +14,6 @@ import (
 	"github.com/portcullis-dev/portcullis/toolcall"
 )
 
-func metaString(m map[string]any, key string) string {
-	if v, ok := m[key].(string); ok {
-		return v
-	}
-	return ""
-}
-
 // callInput is one tools/call as the front door received it.
 type callInput struct {
 	actor     string
@@ -32,13 +25,14 @@ type callInput struct {
 }
 
 // intentScope picks the intent scope as Connect Begin's callers do
-// (toolcall.Scope): _meta["io.portcullis/intent-scope"] narrows it; else
-// the authenticated agent ("": the ledger reads it as the actor, bounded by
-// the match window), or the session for a contract with intent_scope:
-// session. A reconnecting agent opens a new session and a 2026-07-28
-// client has none, so the session is not the default.
-func intentScope(t config.Tool, meta map[string]any, session string) string {
-	return toolcall.Scope(t.Contract, metaString(meta, MetaIntentScope), session)
+// (toolcall.Scope): _meta["io.portcullis/intent-scope"] (narrowing,
+// checked by readMeta) narrows it; else the authenticated agent ("": the
+// ledger reads it as the actor, bounded by the match window), or the
+// session for a contract with intent_scope: session. A reconnecting agent
+// opens a new session and a 2026-07-28 client has none, so the session is
+// not the default.
+func intentScope(t config.Tool, narrowing, session string) string {
+	return toolcall.Scope(t.Contract, narrowing, session)
 }
 
 // prepare checks one call and builds the ledger's input. A non-nil result
@@ -47,23 +41,26 @@ func (g *Gateway) prepare(c callInput) (ledger.BeginInput, *sdk.CallToolResult) 
 	if g.locked {
 		return ledger.BeginInput{}, refused("the vault is locked: no action is taken; nothing was recorded or sent")
 	}
+	// A malformed key of ours is refused, never read as absent (a dropped
+	// operation key matched a different operation by fingerprint; a
+	// dropped intent scope widened it to the whole agent).
+	cm, err := readMeta(c.meta)
+	if err != nil {
+		return ledger.BeginInput{}, refused(err.Error())
+	}
 	t := c.tool
 	args := []byte(c.args)
 	if string(args) == "null" {
 		args = nil // no arguments: {}
 	}
 	action, err := g.binder.Bind(toolcall.Request{Actor: c.actor, Tool: t.Name, Arguments: args,
-		IntentScope: intentScope(t, c.meta, c.session)})
+		IntentScope: intentScope(t, cm.intentScope, c.session)})
 	if err != nil {
 		return ledger.BeginInput{}, refused(err.Error() + "; nothing was recorded or sent")
 	}
-	opKey := metaString(c.meta, MetaOperationKey)
-	if opKey == "" {
-		opKey = metaString(c.meta, MetaIdemKey)
-	}
 	return ledger.BeginInput{
 		Action:       action,
-		OperationKey: opKey,
+		OperationKey: cm.operationKey,
 		Correlation:  &pb.Correlation{SessionId: c.session, JsonrpcId: c.jsonrpcID},
 	}, nil
 }

@@ -204,6 +204,14 @@ func (g *Gateway) Handler() http.Handler {
 				return
 			}
 		}
+		// Our _meta keys, checked before anything happens: a malformed
+		// one is refused and changes nothing (no evidence, no
+		// acknowledgement, nothing recorded or sent).
+		cm, err := msg.readMeta()
+		if err != nil {
+			refuseMeta(w, msg.ID, err)
+			return
+		}
 		conn := "c:" + r.RemoteAddr
 		keys := []string{conn}
 		if sid != "" {
@@ -214,7 +222,7 @@ func (g *Gateway) Handler() http.Handler {
 			// A later request on the same session or connection: the agent
 			// read what came before it.
 			g.delivery.evidence(r.Context(), actor, keys)
-			g.delivery.ack(r.Context(), actor, msg.acks())
+			g.delivery.ack(r.Context(), actor, cm.acks)
 		case r.Method == http.MethodGet && sid != "" && r.Header.Get("Last-Event-ID") != "":
 			g.delivery.resumed(r.Context(), g.events, actor, sid, r.Header.Get("Last-Event-ID"))
 		}

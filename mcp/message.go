@@ -100,28 +100,6 @@ func (m message) declaresTasks() bool {
 	return ok
 }
 
-// maxAcks bounds the execution ids one message may acknowledge.
+// maxAcks bounds the execution ids one message may acknowledge (more are
+// refused: readMeta).
 const maxAcks = 64
-
-// acks are the execution ids the message acknowledges (MetaAck: one id or
-// a list).
-func (m message) acks() []string {
-	if !m.metaHas(MetaAck) {
-		return nil
-	}
-	var ids []string
-	switch v := m.meta()[MetaAck].(type) {
-	case string:
-		ids = append(ids, v)
-	case []any:
-		for _, e := range v {
-			if s, ok := e.(string); ok {
-				ids = append(ids, s)
-			}
-		}
-	}
-	if len(ids) > maxAcks {
-		ids = ids[:maxAcks]
-	}
-	return ids
-}

@@ -9,7 +9,8 @@ func BenchmarkParseMessage(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m := parseMessage(body)
-		if m.Method != "tools/call" || m.declaresTasks() || m.acks() != nil || m.jsonrpcID() != "7" {
+		cm, err := m.readMeta()
+		if m.Method != "tools/call" || m.declaresTasks() || err != nil || cm.acks != nil || m.jsonrpcID() != "7" {
 			b.Fatal(m)
 		}
 	}

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -19,13 +20,22 @@ func FuzzParseMessage(f *testing.F) {
 	f.Add([]byte(`{"id":3,"method":"tools/call","params":{"_meta":{"io.portcullis\/ack":"act_1"}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		m := parseMessage(body)
-		if len(m.acks()) > maxAcks {
-			t.Fatalf("%d acks, limit %d", len(m.acks()), maxAcks)
+		cm, err := m.readMeta()
+		if err == nil && len(cm.acks) > maxAcks {
+			t.Fatalf("%d acks, limit %d", len(cm.acks), maxAcks)
 		}
-		// The raw _meta's shortcut never misses what a full decode finds.
+		// The raw _meta's shortcuts never miss what a full decode finds.
 		full := m.meta()
 		if _, ok := full[MetaAck]; ok && !m.metaHas(MetaAck) {
 			t.Fatalf("ack in %s missed", m.Params.Meta)
+		}
+		for k := range full {
+			if (strings.HasPrefix(k, metaPrefix) || k == MetaIdemKey) && !m.metaMayBeOurs() {
+				t.Fatalf("key %q in %s missed", k, m.Params.Meta)
+			}
+		}
+		if _, ferr := readMeta(full); (ferr == nil) != (err == nil) {
+			t.Fatalf("readMeta %v, on the full decode %v, for %s", err, ferr, m.Params.Meta)
 		}
 		caps, _ := full[metaClientCaps].(map[string]any)
 		ext, _ := caps["extensions"].(map[string]any)
@@ -37,23 +47,29 @@ func FuzzParseMessage(f *testing.F) {
 }
 
 func TestParseMessage(t *testing.T) {
-	m := parseMessage([]byte(`{"jsonrpc":"2.0","id":"req-7","method":"tools/call","params":{"name":"x","_meta":{"io.portcullis/ack":"act_1","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`))
-	if m.Method != "tools/call" || m.Params.Name != "x" || m.jsonrpcID() != "req-7" || !m.declaresTasks() || len(m.acks()) != 1 {
-		t.Fatalf("%+v", m)
+	const id1, id2 = "act_01J4K8J7DX7V0000000000000A", "act_01J4K8J7DX7V0000000000000B"
+	m := parseMessage([]byte(`{"jsonrpc":"2.0","id":"req-7","method":"tools/call","params":{"name":"x","_meta":{"io.portcullis/ack":"` + id1 + `","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`))
+	if cm, err := m.readMeta(); m.Method != "tools/call" || m.Params.Name != "x" || m.jsonrpcID() != "req-7" || !m.declaresTasks() || err != nil || len(cm.acks) != 1 {
+		t.Fatalf("%+v %+v %v", m, cm, err)
 	}
 	if n := parseMessage([]byte(`{"jsonrpc":"2.0","id":12,"method":"ping"}`)); n.jsonrpcID() != "12" || n.declaresTasks() {
 		t.Fatalf("%+v", n)
 	}
 	// A key written with escapes is still read.
-	if e := parseMessage([]byte(`{"jsonrpc":"2.0","id":null,"method":"ping","params":{"_meta":{"io.portcullis\u002fack":["act_1","act_2"]}}}`)); len(e.acks()) != 2 || e.jsonrpcID() != "" {
-		t.Fatalf("escaped key: %+v", e)
+	e := parseMessage([]byte(`{"jsonrpc":"2.0","id":null,"method":"ping","params":{"_meta":{"io.portcullis\u002fack":["` + id1 + `","` + id2 + `"]}}}`))
+	if cm, err := e.readMeta(); err != nil || len(cm.acks) != 2 || e.jsonrpcID() != "" {
+		t.Fatalf("escaped key: %+v %+v %v", e, cm, err)
+	}
+	// ... and so is a malformed one: refused, not skipped.
+	if _, err := parseMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.portcullis\u002foperation-key":7}}}`)).readMeta(); err == nil {
+		t.Fatal("an escaped malformed operation key was not refused")
 	}
 	// A _meta that is not an object is not routed (the SDK refuses it).
 	if e := parseMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":"x"}}`)); e.Method != "" {
 		t.Fatalf("non-object _meta: %+v", e)
 	}
 	// The client's own _meta keys are not ours: nothing to acknowledge.
-	if c := parseMessage([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"x"}}`)); c.acks() != nil || c.declaresTasks() || c.meta() == nil {
+	if c := parseMessage([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"x"}}`)); c.metaMayBeOurs() || c.declaresTasks() || c.meta() == nil {
 		t.Fatalf("client meta: %+v", c)
 	}
 }

@@ -59,6 +59,20 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
+// refuseMeta answers a request whose _meta holds one of our keys
+// malformed: the JSON-RPC error invalid params; a notification (no id)
+// gets HTTP 400 with the error (id null), not 202.
+func refuseMeta(w http.ResponseWriter, id json.RawMessage, err error) {
+	rerr := &rpcError{Code: codeInvalidParams, Message: err.Error()}
+	if len(id) == 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": rerr})
+		return
+	}
+	writeRPC(w, id, nil, rerr)
+}
+
 func rfc3339(ts *timestamppb.Timestamp) string {
 	if ts == nil {
 		return ""

@@ -8,7 +8,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/portcullis-dev/portcullis/config"
 	"github.com/portcullis-dev/portcullis/executor"
 )
 
@@ -42,31 +41,6 @@ func FuzzUpstreamResult(f *testing.F) {
 			if err := json.Unmarshal([]byte(o.Body), &back); err != nil {
 				t.Fatalf("an uncut stored body is not a result: %v", err)
 			}
-		}
-	})
-}
-
-// FuzzCallMeta: a tools/call's _meta is outside input. Only string values
-// of the known keys are read; anything else reads as absent, never a
-// panic.
-func FuzzCallMeta(f *testing.F) {
-	f.Add([]byte(`{"io.portcullis/intent-scope":"run:5f8097","io.portcullis/operation-key":"op-1"}`), "s-1")
-	f.Add([]byte(`{"io.portcullis/intent-scope":7,"io.portcullis/operation-key":{"a":1}}`), "")
-	f.Add([]byte(`{"io.portcullis/intent-scope":""}`), "s-2")
-	f.Add([]byte(`null`), "")
-	f.Fuzz(func(t *testing.T, raw []byte, session string) {
-		var meta map[string]any
-		if err := json.Unmarshal(raw, &meta); err != nil {
-			return
-		}
-		for _, k := range []string{MetaIntentScope, MetaOperationKey, MetaIdemKey} {
-			v := metaString(meta, k)
-			if s, ok := meta[k].(string); (ok && v != s) || (!ok && v != "") {
-				t.Fatalf("%s: %q from %v", k, v, meta[k])
-			}
-		}
-		if s := metaString(meta, MetaIntentScope); s != "" && intentScope(config.Tool{Name: "deploy_release"}, meta, session) != s {
-			t.Fatal("an explicit intent scope is not the one used")
 		}
 	})
 }
