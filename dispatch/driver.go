@@ -139,11 +139,11 @@ func (d *Driver) act(ctx context.Context, t config.Tool, in ledger.BeginInput, r
 		case pb.State_STATE_DENIED:
 			return Answer{State: StateDenied, Execution: x, Why: x.GetReason()}
 		}
-		return d.dispatch(ctx, t, x, in.Action.Arguments, dispatchedAtAccept(res))
+		return d.dispatch(ctx, t, x, in.Action.Arguments, dispatchedAtAccept(res), "")
 	}
 	switch res.Recovery {
 	case pb.Recovery_RECOVERY_RESUME, pb.Recovery_RECOVERY_RESEND_SAME_KEY:
-		return d.dispatch(ctx, t, x, in.Action.Arguments, false)
+		return d.dispatch(ctx, t, x, in.Action.Arguments, false, sentAgainWhy(res))
 	case pb.Recovery_RECOVERY_AWAIT_APPROVAL:
 		return Answer{State: StateAwaitingApproval, Execution: x, Why: res.Reason}
 	case pb.Recovery_RECOVERY_WAIT:
@@ -165,12 +165,35 @@ func StateName(s pb.State) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
 }
 
+// sentAgainWhy says why an attached call sent its execution again, as
+// every other attached answer says why it did what it did (the stored
+// result, the wait, the review): a resend after an unknown outcome with
+// the same Idempotency-Key, or a resume.
+func sentAgainWhy(res ledger.BeginResult) string {
+	x := res.Execution
+	id := x.GetExecutionId()
+	if res.Recovery == pb.Recovery_RECOVERY_RESEND_SAME_KEY {
+		why := "attached to " + id + ", whose outcome was unknown"
+		if r := x.GetReason(); r != "" {
+			why += " (" + r + ")"
+		}
+		return why + "; resent with the same Idempotency-Key (" + id + "), which the target honours, so it performs the action at most once"
+	}
+	why := "attached to " + id + " and resumed it"
+	if res.Reason != "" {
+		why += ": " + res.Reason
+	}
+	return why
+}
+
 // dispatch wins DISPATCHED (or learns who did), sends, records what it
 // observed, and answers. atAccept: the execution was accepted and
-// dispatched in one event by this call's Begin, which is the win. The
-// send runs to its own deadline: a caller that goes away does not cancel
-// it, and its retry collects the result.
-func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, args []byte, atAccept bool) Answer {
+// dispatched in one event by this call's Begin, which is the win. again
+// (an attached call's resend or resume) says why it was sent again; the
+// answer to this call's own send carries it. The send runs to its own
+// deadline: a caller that goes away does not cancel it, and its retry
+// collects the result.
+func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, args []byte, atAccept bool, again string) Answer {
 	id := x.GetExecutionId()
 	e, ok := d.executors[t.Channel]
 	if !ok {
@@ -192,15 +215,25 @@ func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, a
 		}
 		switch rx.GetState() {
 		case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED:
-			return Answer{State: StateCompleted, Execution: rx}
+			return Answer{State: StateCompleted, Execution: rx, Why: again}
 		case pb.State_STATE_NOT_SENT:
-			return Answer{State: StateNotSent, Execution: rx, Why: rx.GetReason() + "; a retry resumes this execution"}
+			return Answer{State: StateNotSent, Execution: rx, Why: joinWhy(again, rx.GetReason()+"; a retry resumes this execution")}
 		default:
+			if again != "" {
+				return Answer{State: StateOutcomeUnknown, Execution: rx, Why: again + "; then: " + rx.GetReason() + "; nothing more was sent"}
+			}
 			return Answer{State: StateOutcomeUnknown, Execution: rx, Why: rx.GetReason() + "; nothing was resent"}
 		}
 	case <-ctx.Done():
 		return Answer{Refused: true, Execution: x, Why: "the caller went away: " + ctx.Err().Error()}
 	}
+}
+
+func joinWhy(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // markDispatched wins DISPATCHED under a token of this attempt; atAccept

@@ -328,3 +328,29 @@ func TestDriverNotFoundProvesAbsenceOnlyAfterDeadline(t *testing.T) {
 		t.Fatalf("retry after the deadline: %+v, %d sends", late, ex.sends.Load())
 	}
 }
+
+// An attached call answered RESEND_SAME_KEY says why it sent again, as
+// every other attached answer says why it did what it did: it was resent
+// with the same Idempotency-Key, and why that is safe.
+func TestDriverResendSaysWhy(t *testing.T) {
+	l := startLedger(t)
+	ex := &lost{}
+	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Handle("fake", ex)
+	tool := config.Tool{Name: "charge", Channel: "fake"}
+	in := ledger.BeginInput{
+		Action:       fingerprint.Action{Actor: "agent-7", Tool: "charge", Channel: "fake", Arguments: []byte(`{"amount":9}`)},
+		OperationKey: "op-resend-why",
+	}
+	first := d.Run(context.Background(), tool, in)
+	if first.State != dispatch.StateOutcomeUnknown {
+		t.Fatalf("first call: %+v", first)
+	}
+	id := first.Execution.GetExecutionId()
+	retry := d.Run(context.Background(), tool, in)
+	if retry.State != dispatch.StateCompleted || retry.Execution.GetExecutionId() != id || ex.sends.Load() != 2 ||
+		!strings.Contains(retry.Why, "attached to "+id) || !strings.Contains(retry.Why, "timed out") ||
+		!strings.Contains(retry.Why, "resent with the same Idempotency-Key ("+id+")") {
+		t.Fatalf("resend: %+v (%d sends)", retry, ex.sends.Load())
+	}
+}

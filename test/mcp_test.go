@@ -322,6 +322,10 @@ func TestMCPUnknownOutcomeRecovery(t *testing.T) {
 		if retry["state"] != tc.wantRetry {
 			t.Fatalf("%s retry: %v", tc.tool, retry)
 		}
+		// Every attached answer says why, the resend too.
+		if why, _ := retry["why"].(string); why == "" || (tc.tool == "create_payment" && !strings.Contains(why, "resent with the same Idempotency-Key")) {
+			t.Fatalf("%s retry without its reason: %v", tc.tool, retry)
+		}
 		if tg.seen.Load() != tc.seenAfter || tg.performed.Load() != tc.perfAft {
 			t.Fatalf("%s: target saw %d requests and performed %d, want %d and %d", tc.tool, tg.seen.Load(), tg.performed.Load(), tc.seenAfter, tc.perfAft)
 		}
