@@ -16,6 +16,7 @@ type knownCache struct {
 	heads   map[string]Head      // execution subject → head
 	intents map[string]ownIntent // intent token → the execution this gateway created last
 	ids     map[string]string    // execution id → subject
+	keyed   map[string]string    // fingerprint → subject of the keyed execution this gateway created last
 }
 
 func newKnownCache(max int) *knownCache {
@@ -28,6 +29,24 @@ func (c *knownCache) reset() {
 	c.heads = make(map[string]Head)
 	c.intents = make(map[string]ownIntent)
 	c.ids = make(map[string]string)
+	c.keyed = make(map[string]string)
+}
+
+// keyedSubject is the keyed execution with fingerprint fp this gateway
+// created last.
+func (c *knownCache) keyedSubject(fp string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.keyed[fp]
+	return s, ok
+}
+
+// putKeyed records that this gateway created a keyed execution with
+// fingerprint fp on subject.
+func (c *knownCache) putKeyed(fp, subject string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keyed[fp] = subject
 }
 
 func (c *knownCache) head(subject string) (Head, bool) {

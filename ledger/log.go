@@ -75,6 +75,9 @@ type Views interface {
 	Intent(ctx context.Context, token string) (IntentHead, error)
 	// ExecutionSubject finds an execution's subject by its id.
 	ExecutionSubject(ctx context.Context, executionID string) (string, error)
+	// KeyedByFingerprint finds the subject of the latest execution begun
+	// with an operation key whose fingerprint is fp (ErrNotFound: none).
+	KeyedByFingerprint(ctx context.Context, fp string) (string, error)
 	// ListExecutions pages through executions, newest first.
 	ListExecutions(ctx context.Context, q ListQuery) ([]*pb.Execution, string, error)
 	// WaitFor blocks until the views hold every event up to seq.

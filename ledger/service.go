@@ -164,20 +164,38 @@ func (s *Service) begin(ctx context.Context, in BeginInput) (BeginResult, error)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return BeginResult{}, err
 		}
+		prior, viaKey := intent.Latest, false
 		m := MatchPrior(MatchInput{
 			Contract: c, ByOperationKey: in.OperationKey != "", RequestDigest: d.RequestDigest,
-			Prior: intent.Latest.Event.GetExecutionChanged().GetExecution(), Now: s.now(),
+			Prior: prior.Event.GetExecutionChanged().GetExecution(), Now: s.now(),
 		})
+		if in.OperationKey == "" {
+			// No key: an execution with this fingerprint may also have been
+			// begun with one (docs/matching.md).
+			keyed, err := s.keyedPrior(ctx, d.Fingerprint)
+			if err != nil {
+				return BeginResult{}, err
+			}
+			if keyed.Event != nil {
+				km := MatchPrior(MatchInput{Contract: c, RequestDigest: d.RequestDigest, Prior: keyed.Event.GetExecutionChanged().GetExecution(), Now: s.now()})
+				if km.Kind != MatchNew && (m.Kind == MatchNew || keyed.Event.GetExecutionId() > prior.Event.GetExecutionId()) {
+					prior, viaKey, m = keyed, true, km
+				}
+			}
+		}
 		var res BeginResult
 		switch m.Kind {
 		case MatchRefuse:
 			return BeginResult{}, fmt.Errorf("%w: %s", ErrKeyReuse, m.Reason)
 		case MatchAttach:
-			res, err = s.attach(ctx, intent.Latest, in.Correlation, m)
+			if viaKey {
+				m.Reason = "matched by fingerprint to an execution begun with an operation key: " + m.Reason
+			}
+			res, err = s.attach(ctx, prior, in.Correlation, m)
 		case MatchExpire:
 			// Recorded once across gateways; whoever wins, the next round
 			// sees the prior out of DISPATCHED and gives the class recovery.
-			if _, _, err := s.ExpireOverdue(ctx, intent.Latest.Event.GetExecutionId()); err != nil {
+			if _, _, err := s.ExpireOverdue(ctx, prior.Event.GetExecutionId()); err != nil {
 				return BeginResult{}, err
 			}
 			continue
@@ -196,6 +214,35 @@ func (s *Service) begin(ctx context.Context, in BeginInput) (BeginResult, error)
 		return res, err
 	}
 	return BeginResult{}, ErrContended
+}
+
+// keyedPrior is the latest execution begun with an operation key whose
+// fingerprint is fp (a zero Head when none). A keyless Begin attaches to
+// it when it can absorb the retry and the keyless intent's own latest
+// execution cannot, or is older: of the executions with this fingerprint
+// that can absorb a retry, the latest does, and a new execution starts only
+// when none can. Like every view read it is a hint; the attach's
+// compare-and-set on the execution decides.
+func (s *Service) keyedPrior(ctx context.Context, fp string) (Head, error) {
+	subject, ok := s.known.keyedSubject(fp)
+	if !ok {
+		var err error
+		subject, err = s.views.KeyedByFingerprint(ctx, fp)
+		if errors.Is(err, ErrNotFound) {
+			return Head{}, nil
+		}
+		if err != nil {
+			return Head{}, err
+		}
+	}
+	h, err := s.head(ctx, subject)
+	if errors.Is(err, ErrNotFound) {
+		return Head{}, nil
+	}
+	if err != nil {
+		return Head{}, err
+	}
+	return h, nil
 }
 
 // hold takes a new budget-bound execution's hold. The execution is
@@ -272,6 +319,9 @@ func (s *Service) create(ctx context.Context, c contract.Contract, in BeginInput
 	}
 	if check != "" {
 		s.known.putCreated(token, Head{Seq: seq, Event: ev})
+	}
+	if in.OperationKey != "" && check != "" {
+		s.known.putKeyed(d.Fingerprint, ev.Subject)
 	}
 	return BeginResult{Decision: pb.Decision_DECISION_NEW, Execution: withSeq(x, seq)}, nil
 }

@@ -46,7 +46,7 @@ const (
 
 // filteredPrefixes are the rows rowFilter knows: the ones looked up for
 // keys that mostly do not exist yet.
-var filteredPrefixes = [][]byte{intentPrefix, headPrefix}
+var filteredPrefixes = [][]byte{intentPrefix, headPrefix, keyedPrefix}
 
 func newRowFilter(firstCap uint) *rowFilter {
 	return &rowFilter{filters: []*bloom.BloomFilter{bloom.NewWithEstimates(firstCap, rowFilterFP)}, lastCap: firstCap}

@@ -199,6 +199,9 @@ func (v *Views) Write(stream string, heads []projector.Row, intents map[string]p
 		if err := setDispatched(b, r); err != nil {
 			return err
 		}
+		if err := v.setKeyed(b, r); err != nil {
+			return err
+		}
 		if err := setIndexes(b, r); err != nil {
 			return err
 		}
