@@ -445,3 +445,29 @@ func TestConsoleSingleOperator(t *testing.T) {
 		t.Fatalf("after approve: %v by %q", got.GetState(), got.GetAuthorizedBy())
 	}
 }
+
+// An account's page shows what moved each hold (the target's status, the
+// execution, the note) and marks a denial as not allowed.
+func TestConsoleAccountShowsEvidence(t *testing.T) {
+	g := startConsoleGateway(t, nil)
+	ctx := context.Background()
+	admin := portcullisv1connect.NewBudgetServiceClient(tokenClient("cfo-token"), "http://"+g.Addr)
+	pay := portcullisv1connect.NewBudgetServiceClient(tokenClient("payments-token"), "http://"+g.Addr)
+	mustOK(t)(admin.SetLimit(ctx, connect.NewRequest(&pb.SetLimitRequest{Account: "acme", Limit: 10_000, Currency: "GBP"})))
+	mustOK(t)(pay.Reserve(ctx, connect.NewRequest(&pb.ReserveRequest{Account: "acme", OperationKey: "op-1", RequestDigest: "sha256:1", Amount: 4_000})))
+	mustOK(t)(pay.Settle(ctx, connect.NewRequest(&pb.SettleRequest{Account: "acme", OperationKey: "op-1", Amount: 4_000,
+		Evidence: &pb.Evidence{ExecutionId: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 201, Note: "ledger line 77"}})))
+	mustOK(t)(pay.Reserve(ctx, connect.NewRequest(&pb.ReserveRequest{Account: "acme", OperationKey: "op-2", RequestDigest: "sha256:2", Amount: 20_000})))
+
+	fin := newConsoleClient(t, g.Addr)
+	fin.signIn("fin-token")
+	r, body := fin.do("GET", "/console/budgets/acme", nil)
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("account page: %d", r.StatusCode)
+	}
+	for _, want := range []string{"target answered <strong>201</strong>", "act_01J4K8J7DX7V0000000000000Z", "ledger line 77", "(not allowed)", "within_limit=false"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("account page lacks %q", want)
+		}
+	}
+}
