@@ -173,6 +173,7 @@ func NewAnchoredVerifier(t LedgerTrust, o VerifyOptions) (*Verifier, Anchor, err
 	keys := a.Keys(t)
 	v := NewVerifier(keys)
 	v.SetAnchored(a.Pinned)
+	v.checkEnrollments(a, t)
 	if o.TrustedCheckpoint != "" {
 		cps, err := LoadCheckpoints(o.TrustedCheckpoint, keys)
 		if err != nil {

@@ -2,11 +2,13 @@ package audit
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/portcullis-dev/portcullis/projector"
 )
@@ -83,6 +85,48 @@ func (s ExportSource) Tail(ctx context.Context, from uint64, deliver func([]proj
 	}
 	if err := sc.Err(); err != nil {
 		return err
+	}
+	if len(batch) > 0 {
+		return deliver(batch)
+	}
+	return nil
+}
+
+// RecordSource feeds records held in memory (an export's enrollment
+// records, LedgerTrust.EnrollmentRecords) to a projector, in sequence
+// order, for `portcullis replay`.
+type RecordSource []Record
+
+var _ projector.Source = RecordSource(nil)
+
+// LastSeq is the last record's sequence (0: none).
+func (s RecordSource) LastSeq(context.Context) (uint64, error) {
+	var last uint64
+	for _, r := range s {
+		last = max(last, r.Seq)
+	}
+	return last, nil
+}
+
+// Tail delivers the records from sequence from on, in sequence order and
+// batches of up to projector.MaxFold, then returns.
+func (s RecordSource) Tail(ctx context.Context, from uint64, deliver func([]projector.Entry) error) error {
+	rs := slices.SortedFunc(slices.Values(s), func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	batch := make([]projector.Entry, 0, min(len(rs), projector.MaxFold))
+	for _, r := range rs {
+		if r.Seq < from {
+			continue
+		}
+		batch = append(batch, projector.Entry{Seq: r.Seq, Subject: r.Subject, Data: r.Data})
+		if len(batch) == projector.MaxFold {
+			if err := deliver(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	if len(batch) > 0 {
 		return deliver(batch)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"github.com/portcullis-dev/portcullis/projector"
 	"github.com/portcullis-dev/portcullis/trust"
 	"google.golang.org/protobuf/proto"
 )
@@ -69,6 +70,24 @@ func LoadTrustedKeys(path string) (Anchor, error) {
 type LedgerTrust struct {
 	Root        []byte   `json:"root"`        // a stored pb.SignedRecord of a RootIdentity
 	Enrollments [][]byte `json:"enrollments"` // stored pb.SignedRecord of Enrollments
+	// EnrollmentRecords are the same records where the meta stream holds
+	// them (stream, sequence, subject, stored bytes; undecodable ones
+	// included), so that verify names a forged one where it is. Exports
+	// made before it lack it; then Enrollments is all there is.
+	EnrollmentRecords []Record `json:"enrollment_records,omitempty"`
+}
+
+// stored is every stored enrollment record: EnrollmentRecords, or, for an
+// export without them, Enrollments (no place known).
+func (t LedgerTrust) stored() []Record {
+	if len(t.EnrollmentRecords) > 0 {
+		return t.EnrollmentRecords
+	}
+	out := make([]Record, len(t.Enrollments))
+	for i, b := range t.Enrollments {
+		out[i] = Record{Data: b}
+	}
+	return out
 }
 
 // UnpinnedAnchor trusts the record's own root record (self-signed): it
@@ -95,9 +114,9 @@ func (a Anchor) Keys(t LedgerTrust) map[string][]ed25519.PublicKey {
 	}
 	if a.Root != nil {
 		kr := trust.NewKeyring(a.Root, nil)
-		for _, b := range t.Enrollments {
+		for _, r := range t.stored() {
 			sr := new(pb.SignedRecord)
-			if proto.Unmarshal(b, sr) == nil {
+			if proto.Unmarshal(r.Data, sr) == nil {
 				_, _ = kr.Add(sr)
 			}
 		}
@@ -154,4 +173,25 @@ func LoadCheckpoints(path string, keys map[string][]ed25519.PublicKey) ([]Record
 		}
 	}
 	return sc.Checkpoints, nil
+}
+
+// MetaStream is the stream that holds the ledger's trust records.
+const MetaStream = "PORTCULLIS_META"
+
+// checkEnrollments names every stored enrollment record the anchor's root
+// did not sign (undecodable, forged): the gateways quarantine the same
+// ones (projector.CheckEnrollment), and neither ever trusts them. Without
+// a root to check against (gateway keys pinned alone) nothing is said.
+func (v *Verifier) checkEnrollments(a Anchor, t LedgerTrust) {
+	if a.Root == nil {
+		return
+	}
+	for _, r := range t.stored() {
+		if err := projector.CheckEnrollment(a.Root, r.Subject, r.Data); err != nil {
+			if r.Stream == "" {
+				r.Stream = MetaStream
+			}
+			v.fail(r, "%v", err)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/projector"
+	"github.com/portcullis-dev/portcullis/trust"
 )
 
 // record is a small ledger written in memory: every stream's records in
@@ -240,4 +241,56 @@ func marshal(t *testing.T, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Verify names every stored enrollment record the ledger's root did not
+// sign (forged, or not a signed record at all) where the meta stream holds
+// it, as the gateways quarantine it, and never counts its key: an event
+// signed with the forged record's key is a failure of its own.
+func TestVerifyNamesForgedEnrollments(t *testing.T) {
+	_, root, _ := ed25519.GenerateKey(nil)
+	_, rogueRoot, _ := ed25519.GenerateKey(nil)
+	_, evil, _ := ed25519.GenerateKey(nil)
+	l := newRecord(t)
+	now := time.Now()
+	genuine := marshal(t, trust.EnrollSelf(root, l.key, "gw-1", "", now))
+	forged := marshal(t, trust.EnrollSelf(rogueRoot, evil, "gw-evil", "", now))
+	lt := audit.LedgerTrust{
+		Root:        marshal(t, trust.NewRoot(root, now)),
+		Enrollments: [][]byte{genuine, forged},
+		EnrollmentRecords: []audit.Record{
+			{Stream: audit.MetaStream, Seq: 2, Subject: "pc.meta.enroll.gw-1.aa", Data: genuine},
+			{Stream: audit.MetaStream, Seq: 5, Subject: "pc.meta.enroll.gw-evil.bb", Data: forged},
+			{Stream: audit.MetaStream, Seq: 6, Subject: "pc.meta.enroll.gw-2.cc", Data: []byte("garbage")},
+		},
+	}
+	x := execution(1)
+	_, accepted := l.step(x, pb.EventType_EVENT_TYPE_ACCEPTED, pb.State_STATE_ACCEPTED, nil, "gw-1", l.key)
+	forgedEvent, _ := l.step(x, pb.EventType_EVENT_TYPE_DISPATCHED, pb.State_STATE_DISPATCHED, accepted, "gw-evil", evil)
+	l.step(x, pb.EventType_EVENT_TYPE_DISPATCHED, pb.State_STATE_DISPATCHED, accepted, "gw-1", l.key)
+
+	v, _, err := audit.NewAnchoredVerifier(lt, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range l.recs {
+		v.Add(r)
+	}
+	rep := v.Report()
+	wantFailures(t, rep,
+		audit.Failure{Stream: ledger.ExecutionsStream, Seq: forgedEvent, Reason: `writer "gw-evil" is not an enrolled gateway`},
+		audit.Failure{Stream: audit.MetaStream, Seq: 5, Reason: "enrollment record on pc.meta.enroll.gw-evil.bb not trusted"},
+		audit.Failure{Stream: audit.MetaStream, Seq: 6, Reason: "enrollment record on pc.meta.enroll.gw-2.cc is not a signed record"},
+	)
+	if rep.Failures[1].Subject != "pc.meta.enroll.gw-evil.bb" {
+		t.Fatalf("subject: %+v", rep.Failures[1])
+	}
+
+	// An export made before records had places: the forged one is still named.
+	lt.EnrollmentRecords = nil
+	v, _, err = audit.NewAnchoredVerifier(lt, audit.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailures(t, v.Report(), audit.Failure{Stream: audit.MetaStream, Reason: "enrollment record not trusted"})
 }

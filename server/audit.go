@@ -127,6 +127,10 @@ func ledgerTrust(ctx context.Context, js jetstream.JetStream) (audit.LedgerTrust
 		}
 		t.Enrollments = append(t.Enrollments, b)
 	}
+	// Where each is, undecodable ones too, so verify names a forged one.
+	if t.EnrollmentRecords, err = readStored(ctx, meta, EnrollSubjectPfx+">"); err != nil {
+		return audit.LedgerTrust{}, err
+	}
 	return t, nil
 }
 

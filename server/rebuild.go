@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,6 +85,20 @@ func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64
 			return fmt.Errorf("rebuild sessions digest: %w", err)
 		}
 	}
+	if as, err := n.js.Stream(ctx, AuditStream); err == nil {
+		meta, err := n.js.Stream(ctx, metaStream)
+		if err != nil {
+			v.Close()
+			return err
+		}
+		cp, en := trustProjectors(as, meta, v, keys, keys.Root(), lg)
+		for _, p := range []*projector.Projector{cp, en} {
+			if err := p.CatchUp(ctx, nil); err != nil {
+				v.Close()
+				return fmt.Errorf("rebuild quarantine of checkpoints and enrollments: %w", err)
+			}
+		}
+	}
 	if err := v.Close(); err != nil {
 		return err
 	}
@@ -110,6 +125,8 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 	defer v.Close()
 	sources := map[string]projector.Source{}
 	var keys ledger.Keys
+	var root ed25519.PublicKey
+	var enrolled projector.Source // the enrollment records
 	lanes := ledger.Lanes(1)
 	if from != "" {
 		man, err := audit.ReadManifest(from)
@@ -120,7 +137,11 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 		if err != nil {
 			return 0, fmt.Errorf("replay %s: %w", from, err)
 		}
-		keys = keyMap(a.Keys(man.Trust))
+		keys, root = keyMap(a.Keys(man.Trust)), a.Root
+		enrolled = audit.RecordSource(man.Trust.EnrollmentRecords)
+		if _, ok := man.Streams[AuditStream]; ok {
+			sources[AuditStream] = audit.ExportSource{Dir: from, Stream: AuditStream}
+		}
 		if lanes, err = exportLanes(man.Trust); err != nil {
 			return 0, fmt.Errorf("replay %s: %w", from, err)
 		}
@@ -141,18 +162,24 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 		if err != nil {
 			return 0, err
 		}
-		keys = kr
+		keys, root = kr, kr.Root()
+		if meta, err := n.js.Stream(ctx, metaStream); err == nil {
+			enrolled = enrollmentSource(meta)
+		}
 		if lanes, err = ledgerLanes(ctx, n.js); err != nil {
 			return 0, err
 		}
-		for _, name := range append(lanes.Streams(), keeper.Stream, mcp.SessionsStream) {
+		for _, name := range append(lanes.Streams(), keeper.Stream, mcp.SessionsStream, AuditStream) {
 			if s, err := n.js.Stream(ctx, name); err == nil {
 				sources[name] = ljs.Source{Stream: s}
 			}
 		}
 	}
+	if enrolled != nil {
+		sources[metaStream] = enrolled
+	}
 	var total uint64
-	for _, name := range append(lanes.Streams(), keeper.Stream, mcp.SessionsStream) {
+	for _, name := range append(lanes.Streams(), keeper.Stream, mcp.SessionsStream, AuditStream, metaStream) {
 		src, ok := sources[name]
 		if !ok {
 			continue
@@ -163,6 +190,10 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 			p = projector.NewBudget(src, v, nil)
 		case mcp.SessionsStream:
 			p = projector.NewJournal(name, src, v, nil)
+		case AuditStream:
+			p = projector.NewCheckpoints(name, CheckpointSubject, src, v, nil)
+		case metaStream:
+			p = projector.NewEnrollments(name, src, v, root, nil)
 		default:
 			p = projector.New(name, src, v, nil)
 			k, _ := ledger.StreamLane(name)
@@ -179,7 +210,9 @@ func Replay(ctx context.Context, o Options, from, outDir string, progress func(s
 		if err != nil {
 			return total, fmt.Errorf("replay %s: %w", name, err)
 		}
-		total += done
+		if name != metaStream { // its sequences are not its records' count
+			total += done
+		}
 	}
 	return total, nil
 }

@@ -151,6 +151,11 @@ type Gateway struct {
 	Budget         *projector.Projector
 	Sessions       *projector.Projector
 	Views          *pebbleviews.Views
+	// Checkpoints and Enrollments fold nothing: they quarantine forged or
+	// garbage checkpoints (PORTCULLIS_AUDIT) and enrollment records
+	// (PORTCULLIS_META) into the quarantine view (trustviews.go).
+	Checkpoints *projector.Projector
+	Enrollments *projector.Projector
 	// Metrics is this gateway's registry, served on /metrics; its methods
 	// are the hooks other parts feed (Quarantined, SetOverdueDispatches).
 	Metrics *telemetry.Metrics
@@ -379,6 +384,13 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	g.Sessions = projector.NewJournal(mcp.SessionsStream, ljs.Source{Stream: g.sesLog.Stream(), Feed: feeds[mcp.SessionsStream]}, g.Views, g.log)
 	g.Sessions.SetKeys(g.Keyring)
 	g.Sessions.OnQuarantine(g.quarantined)
+	meta, err := ensureMeta(ctx, g.nats.js)
+	if err != nil {
+		return nil, err
+	}
+	g.Checkpoints, g.Enrollments = trustProjectors(g.audLog.Stream(), meta, g.Views, g.Keyring, g.Keyring.Root(), g.log)
+	g.Checkpoints.OnQuarantine(g.quarantined)
+	g.Enrollments.OnQuarantine(g.quarantined)
 
 	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, streams: sealedStreams(g.Lanes), sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
 		m, err := g.Views.Mark(stream)
@@ -386,12 +398,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Add(4 + len(g.LaneProjectors))
+	g.wg.Add(6 + len(g.LaneProjectors))
 	for _, p := range g.LaneProjectors {
 		go g.runProjector(runCtx, p)
 	}
 	go g.runProjector(runCtx, g.Budget)
 	go g.runProjector(runCtx, g.Sessions)
+	go g.runProjector(runCtx, g.Checkpoints)
+	go g.runProjector(runCtx, g.Enrollments)
 	go g.runSealer(runCtx, o.CheckpointEvery)
 	go g.runSweep(runCtx, o.NoSweep)
 	if err := g.leadBudget(runCtx, id, o.NoBudgetLead); err != nil {
@@ -581,7 +595,7 @@ func (g *Gateway) runSweep(ctx context.Context, off bool) {
 // fold since it started, over all streams (for an operator metric; the
 // quarantine view, ListQuarantine, holds each one).
 func (g *Gateway) Quarantined() uint64 {
-	n := g.Budget.Quarantined() + g.Sessions.Quarantined()
+	n := g.Budget.Quarantined() + g.Sessions.Quarantined() + g.Checkpoints.Quarantined() + g.Enrollments.Quarantined()
 	for _, p := range g.LaneProjectors {
 		n += p.Quarantined()
 	}

@@ -328,9 +328,9 @@ func TestGarbageMessageDoesNotStopTheLedger(t *testing.T) {
 }
 
 // A rogue enrollment (a gateway key "signed" by a root the ledger does not
-// have) is ignored: the events its key signs are quarantined, audit verify
-// reports them, an unenrolled gateway refuses to start, and honest
-// gateways keep deciding.
+// have) is quarantined and never trusted: the events its key signs are
+// quarantined too, audit verify reports both, an unenrolled gateway
+// refuses to start, and honest gateways keep deciding.
 func TestRogueEnrollmentIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	dataDir := t.TempDir()
@@ -358,7 +358,7 @@ func TestRogueEnrollmentIsIgnored(t *testing.T) {
 	if _, err := js.Publish(ctx, evs[0].GetSubject(), forged); err != nil {
 		t.Fatal(err)
 	}
-	waitQuarantined(t, g, 1)
+	waitQuarantined(t, g, 2) // the rogue enrollment record itself, and the event its key signed
 	if g.Keyring.Rejected() == 0 {
 		t.Fatal("the rogue enrollment was not looked at")
 	}
@@ -368,7 +368,7 @@ func TestRogueEnrollmentIsIgnored(t *testing.T) {
 	}
 	// The live audit reports the forged event.
 	out, err := exec.Command(binary, "audit", "verify", "--nats-url", g.NatsURL, "--data-dir", dataDir).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `writer "gw-evil" is not an enrolled gateway`) {
+	if err == nil || !strings.Contains(string(out), `writer "gw-evil" is not an enrolled gateway`) || !strings.Contains(string(out), "enrollment record on "+server.EnrollmentSubject(sr, "gw-evil")+" not trusted") {
 		t.Fatalf("audit verify after a rogue enrollment: %v\n%s", err, out)
 	}
 	// A gateway whose key nobody enrolled refuses to start, even with

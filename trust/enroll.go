@@ -18,6 +18,9 @@ var (
 	ErrNotEnrolled = errors.New("not enrolled")
 	// ErrBadRecord: a meta record is undecodable or its signature is wrong.
 	ErrBadRecord = errors.New("bad trust record")
+	// ErrUndecodable: a stored meta record is not the message it must be
+	// (wrapped with ErrBadRecord).
+	ErrUndecodable = errors.New("undecodable")
 )
 
 // Domain labels keep a root signature over one kind of record from being
@@ -115,4 +118,29 @@ func OpenKey(sk *pb.SealedKey, priv ed25519.PrivateKey) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the sealed key does not open with this key", ErrBadRecord)
 	}
 	return out, nil
+}
+
+// OpenStoredEnrollment checks an enrollment record as the meta stream
+// stores it (a marshalled SignedRecord): it must decode and carry the
+// root's signature (OpenEnrollment). Anything else is ErrBadRecord: never
+// trusted, and quarantined by whoever reads it. The error wraps
+// ErrUndecodable when the stored bytes are not a SignedRecord.
+func OpenStoredEnrollment(rootPub ed25519.PublicKey, data []byte) (*pb.Enrollment, error) {
+	sr := new(pb.SignedRecord)
+	if err := proto.Unmarshal(data, sr); err != nil {
+		return nil, fmt.Errorf("%w: %w: %v", ErrBadRecord, ErrUndecodable, err)
+	}
+	return OpenEnrollment(rootPub, sr)
+}
+
+// ClaimedGatewayID is the gateway id a stored enrollment record names,
+// whether or not anyone signed it ("" when it names none): what a
+// quarantined record claims.
+func ClaimedGatewayID(data []byte) string {
+	sr := new(pb.SignedRecord)
+	e := new(pb.Enrollment)
+	if proto.Unmarshal(data, sr) != nil || proto.Unmarshal(sr.GetRecord(), e) != nil {
+		return ""
+	}
+	return e.GetGatewayId()
 }

@@ -109,10 +109,14 @@ func auditCmd() *cobra.Command {
 		Long: `Checks, for every event of the record: its hash, its link to the previous event on its
 subject, its writer's Ed25519 signature against the enrolled gateway keys, the state transition
 it records, and that no stream sequence is missing; every checkpoint against the digest
-recomputed from the events it covers; for an export also each file against its manifest and
-each decoded event against its stored bytes. --trusted-keys pins the keys (the root public key,
-or gateway keys) instead of believing the record's own root record; --trusted-checkpoint (saved
-by "portcullis audit checkpoint") detects a rollback or truncation before it. Prints a summary
+recomputed from the events it covers; every stored enrollment record against the root's
+signature (a forged or undecodable one is named where PORTCULLIS_META holds it, and never
+trusted); for an export also each file against its manifest and each decoded event against
+its stored bytes. A subject's chain goes on from its last valid event, as the gateways' fold
+does: one forged message is one failure, and the genuine event after it is not accused.
+--trusted-keys pins the keys (the root public key, or gateway keys) instead of believing the
+record's own root record; --trusted-checkpoint (saved by "portcullis audit checkpoint")
+detects a rollback or truncation before it. Prints a summary
 and every failure with stream, sequence, subject and reason (quarantined messages included);
 exits 1 on any failure, and when no ledger is found.`,
 		Args: cobra.NoArgs,
