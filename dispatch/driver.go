@@ -116,8 +116,24 @@ func dispatchedAtAccept(res ledger.BeginResult) bool {
 	return res.Decision == pb.Decision_DECISION_NEW && res.Execution.GetState() == pb.State_STATE_DISPATCHED
 }
 
+// Check refuses, before anything is recorded, a call whose arguments the
+// tool's executor could never send (Checker): a GET tool's nested
+// argument, say. Run checks; a front door that calls Begin itself checks
+// first.
+func (d *Driver) Check(t config.Tool, in ledger.BeginInput) error {
+	if c, ok := d.executors[t.Channel].(Checker); ok {
+		if err := c.Check(t, in.Action.Arguments); err != nil {
+			return fmt.Errorf("%w: %v", ledger.ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
 // Run begins the call and acts on the decision.
 func (d *Driver) Run(ctx context.Context, t config.Tool, in ledger.BeginInput) Answer {
+	if err := d.Check(t, in); err != nil {
+		return Answer{Refused: true, Why: "refused: " + err.Error() + "; nothing was recorded or sent"}
+	}
 	res, err := d.Begin(ctx, in)
 	if err != nil {
 		return Answer{Refused: true, Why: "refused: " + err.Error() + "; nothing was sent"}

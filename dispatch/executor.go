@@ -21,6 +21,13 @@ type Executor interface {
 	Status(ctx context.Context, t config.Tool, executionID string) Status
 }
 
+// Checker is an Executor that can tell, before anything is recorded,
+// that it could never send a call's arguments (Driver.Begin refuses the
+// call then, and nothing is recorded or sent).
+type Checker interface {
+	Check(t config.Tool, args []byte) error
+}
+
 // Finding is what a status query found at the target.
 type Finding int
 
@@ -54,6 +61,17 @@ var _ Executor = HTTPExecutor{}
 func (h HTTPExecutor) Send(t config.Tool, id string, args []byte) executor.Outcome {
 	return h.Client.Do(executor.HTTPRequest{Method: t.Method, URL: t.Target, Body: args, ExecutionID: id,
 		IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
+}
+
+// Check refuses arguments a GET, HEAD, DELETE or OPTIONS tool cannot send
+// as query parameters (executor.QueryArgs): nested values, nulls, or a
+// name the target URL's query fixes.
+func (h HTTPExecutor) Check(t config.Tool, args []byte) error {
+	if !executor.QueryMethod(t.Method) {
+		return nil
+	}
+	_, err := executor.QueryURL(t.Target, args)
+	return err
 }
 
 // Status asks the status endpoint: 2xx is done, 404 is absent.

@@ -70,3 +70,20 @@ func TestHTTPExecutorSendAndStatus(t *testing.T) {
 		t.Fatalf("no status_url: %+v", st)
 	}
 }
+
+// A GET tool's arguments that cannot be query parameters are refused
+// before Begin (the driver's Check): nothing is recorded or sent.
+func TestHTTPExecutorCheck(t *testing.T) {
+	h := dispatch.HTTPExecutor{Client: executor.NewHTTP()}
+	get := config.Tool{Name: "get_release", Channel: "http", Method: http.MethodGet, Target: "http://127.0.0.1:1/releases"}
+	if err := h.Check(get, []byte(`{"release_id":"r8","n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Check(get, []byte(`{"release_id":["r8"]}`)); err == nil || !strings.Contains(err.Error(), `"release_id" is an array`) {
+		t.Fatalf("nested argument of a GET tool: %v", err)
+	}
+	post := config.Tool{Name: "deploy", Channel: "http", Method: http.MethodPost, Target: "http://127.0.0.1:1/deploys"}
+	if err := h.Check(post, []byte(`{"release_id":["r8"]}`)); err != nil {
+		t.Fatalf("a POST tool's body may nest: %v", err)
+	}
+}

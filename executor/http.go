@@ -9,12 +9,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,7 +59,7 @@ type Outcome struct {
 type HTTPRequest struct {
 	Method        string
 	URL           string
-	Body          []byte // JSON arguments
+	Body          []byte // JSON arguments; the query of a GET, HEAD, DELETE or OPTIONS request (QueryMethod)
 	ExecutionID   string
 	IdemHeader    string // "" = Idempotency-Key
 	CredentialRef string // "env:NAME" or "file:/path": sent as a bearer token
@@ -95,11 +98,22 @@ func (h *HTTP) Do(r HTTPRequest) Outcome {
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequestWithContext(ctx, method, r.URL, bytes.NewReader(r.Body))
+	target, reqBody := r.URL, io.Reader(bytes.NewReader(r.Body))
+	if QueryMethod(method) {
+		// No body a target would read: the arguments are the query.
+		u, err := QueryURL(r.URL, r.Body)
+		if err != nil {
+			return Outcome{Observed: NotSent, Reason: "nothing was sent: " + err.Error()}
+		}
+		target, reqBody = u, http.NoBody
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, reqBody)
 	if err != nil {
 		return Outcome{Observed: NotSent, Reason: "bad request: " + err.Error()}
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if reqBody != http.NoBody {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	hdr := r.IdemHeader
 	if hdr == "" {
 		hdr = DefaultIdemHeader
@@ -147,6 +161,79 @@ func ResultText(body []byte) (text string, truncated bool) {
 		cut-- // the rune straddles the cap: leave it out
 	}
 	return text[:cut], true
+}
+
+// QueryMethod reports whether an http tool's arguments travel as query
+// parameters: GET, HEAD, DELETE and OPTIONS requests carry no body a
+// target reads (a GET tool whose arguments went as a JSON body reached
+// its target without them).
+func QueryMethod(method string) bool {
+	switch strings.ToUpper(method) {
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		return true
+	}
+	return false
+}
+
+// QueryArgs are a call's arguments (a JSON object; empty or null: none)
+// as query parameters: a string as it is, a number as written in the
+// call (its exact digits), a boolean as true or false. A null, an array
+// or an object has no agreed query form, so it is refused (send nested
+// data with a method that has a body, or as a string the target decodes).
+func QueryArgs(args []byte) (url.Values, error) {
+	q := url.Values{}
+	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
+		return q, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("arguments are not a JSON object: %w", err)
+	}
+	for k, v := range m {
+		switch v := v.(type) {
+		case string:
+			q.Set(k, v)
+		case json.Number:
+			q.Set(k, v.String())
+		case bool:
+			q.Set(k, strconv.FormatBool(v))
+		default:
+			kind := "null"
+			switch v.(type) {
+			case []any:
+				kind = "an array"
+			case map[string]any:
+				kind = "an object"
+			}
+			return nil, fmt.Errorf("argument %q is %s: a GET, HEAD, DELETE or OPTIONS tool sends its arguments as query parameters, strings, numbers and booleans only", k, kind)
+		}
+	}
+	return q, nil
+}
+
+// QueryURL is target with the arguments added to its query (QueryArgs).
+// An argument named like a parameter the target URL fixes is refused: the
+// config's value is not the agent's to replace.
+func QueryURL(target string, args []byte) (string, error) {
+	q, err := QueryArgs(args)
+	if err != nil || len(q) == 0 {
+		return target, err
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return "", fmt.Errorf("target %q: %w", target, err)
+	}
+	fixed := u.Query()
+	for k, vs := range q {
+		if fixed.Has(k) {
+			return "", fmt.Errorf("argument %q names a query parameter the tool's target fixes", k)
+		}
+		fixed[k] = vs
+	}
+	u.RawQuery = fixed.Encode()
+	return u.String(), nil
 }
 
 // StatusURL fills a status URL template with the execution id.

@@ -205,3 +205,64 @@ func FuzzResultText(f *testing.F) {
 		}
 	})
 }
+
+// A GET (HEAD, DELETE, OPTIONS) tool's arguments travel as query
+// parameters, not as a body the target never reads: the example tool
+// get_release reads ?release_id= and got nothing. Strings as they are,
+// numbers as written, booleans; nested values and nulls are refused
+// before a byte leaves, and so is an argument that would replace a
+// parameter the target URL fixes.
+func TestHTTPQueryMethodsSendArgumentsAsQuery(t *testing.T) {
+	type seen struct {
+		method, query, contentType string
+		body                       []byte
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.URL.RawQuery, r.Header.Get("Content-Type"), b}
+	}))
+	defer srv.Close()
+	args := []byte(`{"release_id":"r8 & co","n":10.50,"big":9007199254740993,"dry":true}`)
+	for _, m := range []string{"GET", "HEAD", "DELETE", "OPTIONS", "get"} {
+		o := NewHTTP().Do(HTTPRequest{Method: m, URL: srv.URL + "/releases?region=eu", Body: args, ExecutionID: testID})
+		if o.Observed != Answered {
+			t.Fatalf("%s: %+v", m, o)
+		}
+		s := <-got
+		if s.query != "big=9007199254740993&dry=true&n=10.50&region=eu&release_id=r8+%26+co" || len(s.body) != 0 || s.contentType != "" {
+			t.Fatalf("%s: query %q, body %q, content type %q", m, s.query, s.body, s.contentType)
+		}
+	}
+	// POST keeps the JSON body.
+	if o := NewHTTP().Do(HTTPRequest{Method: "POST", URL: srv.URL + "/deploys", Body: args, ExecutionID: testID}); o.Observed != Answered {
+		t.Fatal(o)
+	}
+	if s := <-got; s.query != "" || string(s.body) != string(args) || s.contentType != "application/json" {
+		t.Fatalf("POST: %+v", s)
+	}
+	for args, want := range map[string]string{
+		`{"ids":["a","b"]}`:     `"ids" is an array`,
+		`{"filter":{"a":1}}`:    `"filter" is an object`,
+		`{"release_id":null}`:   `"release_id" is null`,
+		`{"region":"us"}`:       `"region" names a query parameter the tool's target fixes`,
+		`["not","an","object"]`: `not a JSON object`,
+	} {
+		o := NewHTTP().Do(HTTPRequest{Method: "GET", URL: srv.URL + "/releases?region=eu", Body: []byte(args), ExecutionID: testID})
+		if o.Observed != NotSent || !strings.Contains(o.Reason, want) {
+			t.Fatalf("%s: %+v, want NotSent with %q", args, o, want)
+		}
+		select {
+		case s := <-got:
+			t.Fatalf("%s reached the target: %+v", args, s)
+		default:
+		}
+	}
+	// No arguments: the target URL as configured.
+	if o := NewHTTP().Do(HTTPRequest{Method: "GET", URL: srv.URL + "/releases?region=eu", Body: []byte(`{}`), ExecutionID: testID}); o.Observed != Answered {
+		t.Fatal(o)
+	}
+	if s := <-got; s.query != "region=eu" {
+		t.Fatalf("no arguments: %+v", s)
+	}
+}

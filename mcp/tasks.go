@@ -159,6 +159,10 @@ func (g *Gateway) serveTaskCall(w http.ResponseWriter, r *http.Request, actor, s
 		writeRPC(w, msg.ID, refusal, nil)
 		return
 	}
+	if err := g.driver.Check(t, in); err != nil {
+		writeRPC(w, msg.ID, refused("refused: "+err.Error()+"; nothing was recorded or sent"), nil)
+		return
+	}
 	res, err := g.driver.Begin(r.Context(), in)
 	if err != nil {
 		writeRPC(w, msg.ID, refused("refused: "+err.Error()+"; nothing was sent"), nil)
