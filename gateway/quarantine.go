@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"errors"
+	"time"
 
 	"connectrpc.com/connect"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // maxQuarantinePage bounds one ListQuarantine page.
@@ -35,6 +37,11 @@ func (s *AuditService) ListQuarantine(ctx context.Context, req *connect.Request[
 	q, err := s.Quarantine.ListQuarantined(ctx, req.Msg.GetAfterStream(), req.Msg.GetAfterSeq(), n)
 	if err != nil {
 		return nil, connectError(err)
+	}
+	for _, e := range q {
+		if e.GetQuarantinedAt() == nil && e.GetTimeUnixNano() != 0 { // a row written before quarantined_at
+			e.QuarantinedAt = timestamppb.New(time.Unix(0, e.GetTimeUnixNano()))
+		}
 	}
 	return connect.NewResponse(&pb.ListQuarantineResponse{Quarantined: q, Total: s.Quarantine.QuarantinedTotal()}), nil
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -134,8 +135,9 @@ type guard struct {
 
 func (g *guard) quarantine(stream string, e Entry, ev *pb.Event, reason error) *pb.Quarantined {
 	g.folded = append(g.folded, reason)
+	now := g.now()
 	return &pb.Quarantined{Stream: stream, Seq: e.Seq, Subject: e.Subject, Reason: reason.Error(),
-		TimeUnixNano: g.now().UnixNano(), GatewayId: ev.GetGatewayId()}
+		TimeUnixNano: now.UnixNano(), QuarantinedAt: timestamppb.New(now), GatewayId: ev.GetGatewayId()}
 }
 
 // SetKeys makes the projector check every event's signature against the

@@ -190,6 +190,11 @@ func TestForgedResultIsQuarantined(t *testing.T) {
 	if q.Msg.GetTotal() != 3 || !strings.Contains(reasons, "signature does not verify") || !strings.Contains(reasons, "not an enrolled gateway") || !strings.Contains(reasons, "undecodable") {
 		t.Fatalf("quarantine view: %d %s", q.Msg.GetTotal(), reasons)
 	}
+	for _, e := range q.Msg.GetQuarantined() {
+		if at := e.GetQuarantinedAt(); at == nil || at.AsTime().UnixNano() != e.GetTimeUnixNano() || time.Since(at.AsTime()) > time.Hour {
+			t.Fatalf("quarantined_at %v, time_unix_nano %d", at, e.GetTimeUnixNano())
+		}
+	}
 	// A replayed old event (validly signed, stored again on top) breaks the
 	// chain: quarantined, and a read from the log does not serve it.
 	raw := subjectRaw(t, s, head.GetSubject())

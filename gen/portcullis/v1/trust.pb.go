@@ -9,6 +9,7 @@ package portcullisv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -295,10 +296,13 @@ type Quarantined struct {
 	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	Subject string                 `protobuf:"bytes,3,opt,name=subject,proto3" json:"subject,omitempty"`
 	Reason  string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	// When the gateway quarantined it.
+	// When the gateway quarantined it, in nanoseconds since the Unix epoch
+	// (quarantined_at is the same instant as a timestamp).
 	TimeUnixNano int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
 	// The writer the message claims (may be forged).
-	GatewayId     string `protobuf:"bytes,6,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
+	GatewayId string `protobuf:"bytes,6,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
+	// When the gateway quarantined it.
+	QuarantinedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=quarantined_at,json=quarantinedAt,proto3" json:"quarantined_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -373,6 +377,13 @@ func (x *Quarantined) GetGatewayId() string {
 		return x.GatewayId
 	}
 	return ""
+}
+
+func (x *Quarantined) GetQuarantinedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QuarantinedAt
+	}
+	return nil
 }
 
 // ListQuarantineRequest pages through a gateway's quarantine view.
@@ -500,7 +511,7 @@ var File_portcullis_v1_trust_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"\n" +
-	"\x19portcullis/v1/trust.proto\x12\rportcullis.v1\"\xa8\x01\n" +
+	"\x19portcullis/v1/trust.proto\x12\rportcullis.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa8\x01\n" +
 	"\fRootIdentity\x12\x1d\n" +
 	"\n" +
 	"public_key\x18\x01 \x01(\fR\tpublicKey\x12$\n" +
@@ -522,7 +533,7 @@ const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"\tsignature\x18\x02 \x01(\fR\tsignature\"\\\n" +
 	"\tSealedKey\x127\n" +
 	"\x18recipient_box_public_key\x18\x01 \x01(\fR\x15recipientBoxPublicKey\x12\x16\n" +
-	"\x06sealed\x18\x02 \x01(\fR\x06sealed\"\xae\x01\n" +
+	"\x06sealed\x18\x02 \x01(\fR\x06sealed\"\xf1\x01\n" +
 	"\vQuarantined\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
@@ -530,7 +541,8 @@ const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12$\n" +
 	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x12\x1d\n" +
 	"\n" +
-	"gateway_id\x18\x06 \x01(\tR\tgatewayId\"t\n" +
+	"gateway_id\x18\x06 \x01(\tR\tgatewayId\x12A\n" +
+	"\x0equarantined_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rquarantinedAt\"t\n" +
 	"\x15ListQuarantineRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12!\n" +
@@ -560,14 +572,16 @@ var file_portcullis_v1_trust_proto_goTypes = []any{
 	(*Quarantined)(nil),            // 4: portcullis.v1.Quarantined
 	(*ListQuarantineRequest)(nil),  // 5: portcullis.v1.ListQuarantineRequest
 	(*ListQuarantineResponse)(nil), // 6: portcullis.v1.ListQuarantineResponse
+	(*timestamppb.Timestamp)(nil),  // 7: google.protobuf.Timestamp
 }
 var file_portcullis_v1_trust_proto_depIdxs = []int32{
-	4, // 0: portcullis.v1.ListQuarantineResponse.quarantined:type_name -> portcullis.v1.Quarantined
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	7, // 0: portcullis.v1.Quarantined.quarantined_at:type_name -> google.protobuf.Timestamp
+	4, // 1: portcullis.v1.ListQuarantineResponse.quarantined:type_name -> portcullis.v1.Quarantined
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_trust_proto_init() }
