@@ -222,8 +222,11 @@ func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, a
 	if !won {
 		return d.Wait(ctx, x, "another call dispatched it first; nothing was resent")
 	}
+	// The target's answer may echo a secret argument: redacted before it
+	// is recorded (executor.Secrets).
+	secrets := executor.SecretsOf(t.Contract.Fingerprint.Secrets, args)
 	done := make(chan *pb.Execution, 1)
-	go func() { done <- d.record(id, e.Send(t, id, args)) }()
+	go func() { done <- d.record(id, e.Send(t, id, args).Redact(secrets)) }()
 	select {
 	case rx := <-done:
 		if rx == nil {
@@ -391,6 +394,9 @@ func (d *Driver) queryStatus(ctx context.Context, t config.Tool, in ledger.Begin
 		return Answer{State: StateOutcomeUnknown, Execution: x, Why: "no executor for channel " + strconv.Quote(t.Channel) + "; nothing was resent"}
 	}
 	st := e.Status(ctx, t, id)
+	if secrets := executor.SecretsOf(t.Contract.Fingerprint.Secrets, in.Action.Arguments); !secrets.Empty() {
+		st.Body, st.Evidence = secrets.Redact(st.Body, false), secrets.Redact(st.Evidence, false)
+	}
 	switch {
 	case st.Finding == Running:
 		return Answer{State: StateInFlight, Execution: x, Why: st.Evidence + "; nothing was resent"}

@@ -1,8 +1,10 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -12,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
@@ -22,6 +26,13 @@ import (
 // first passed through patch; it returns the gateway and the target's
 // address.
 func startDemo(t *testing.T, patch func(cfg string) string) (*server.Gateway, string) {
+	t.Helper()
+	g, addr, _ := startDemoDir(t, patch)
+	return g, addr
+}
+
+// startDemoDir is startDemo that also returns the gateway's data dir.
+func startDemoDir(t *testing.T, patch func(cfg string) string) (*server.Gateway, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "target")
@@ -57,15 +68,16 @@ func startDemo(t *testing.T, patch func(cfg string) string) (*server.Gateway, st
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	dataDir := t.TempDir()
 	g, err := server.Start(context.Background(), server.Options{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: path, NatsListen: "127.0.0.1:-1",
+		DataDir: dataDir, Listen: "127.0.0.1:0", ConfigPath: path, NatsListen: "127.0.0.1:-1",
 		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close(context.Background()) })
-	return g, addr
+	return g, addr, dataDir
 }
 
 func demoCall(t *testing.T, s *sdk.ClientSession, tool string, args map[string]any) *sdk.CallToolResult {
@@ -148,4 +160,63 @@ func resultTextOf(res map[string]any) string {
 		}
 	}
 	return b.String()
+}
+
+// A target that echoes its request (the demo target answers with the body
+// it performed) put a declared secret argument back into the recorded
+// result: the executions stream, the views, GetExecution and the MCP
+// answer held "MCP-SECRET-TOKEN-88". The result is redacted before it is
+// recorded: the secret is nowhere, its marker is where it was.
+func TestMCPSecretEchoedByTargetIsRedacted(t *testing.T) {
+	const secret, visible = "MCP-SECRET-TOKEN-88", "r8-visible-in-the-record"
+	g, _, dataDir := startDemoDir(t, func(cfg string) string {
+		const ignore = "      ignore: [comment]              # free text; a reworded comment is the same deploy\n"
+		if !strings.Contains(cfg, ignore) {
+			t.Fatal("examples/portcullis.yaml: deploy_release's fingerprint rules moved")
+		}
+		return strings.Replace(cfg, ignore, ignore+"      secrets: [token]\n", 1)
+	})
+	s, err := mcpSession(t, g, "demo-agent-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := demoCall(t, s, "deploy_release", map[string]any{"release_id": visible, "token": secret})
+	rec, _ := r.StructuredContent.(map[string]any)
+	text := resultText(r)
+	if r.IsError || rec["state"] != "completed" || !strings.Contains(text, visible) || !strings.Contains(text, `"token":"[secret:token]"`) {
+		t.Fatalf("deploy_release: %s %v", text, rec)
+	}
+	if strings.Contains(text, secret) {
+		t.Fatalf("the MCP answer holds the secret: %s", text)
+	}
+	id := rec["execution_id"].(string)
+	got, err := client(g).GetExecution(context.Background(), connect.NewRequest(&pb.GetExecutionRequest{ExecutionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := got.Msg.GetExecution().GetResultBody(); strings.Contains(body, secret) || !strings.Contains(body, "[secret:token]") {
+		t.Fatalf("GetExecution's result body: %s", body)
+	}
+	// A retry gets the stored (redacted) result.
+	if again := resultText(demoCall(t, s, "deploy_release", map[string]any{"release_id": visible, "token": secret})); strings.Contains(again, secret) {
+		t.Fatalf("the stored result returned on a retry holds the secret: %s", again)
+	}
+	scanStored(t, g, secret, visible)
+	g.Close(context.Background())
+	// And nothing on disk holds it (the raw files, as far as they are not
+	// compressed: the streams' and the views' logs are not).
+	err = filepath.WalkDir(dataDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(secret)) {
+			t.Errorf("the secret is in %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
