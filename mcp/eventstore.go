@@ -53,7 +53,8 @@ type EventStore struct {
 var _ sdk.EventStore = (*EventStore)(nil)
 
 // StreamsConfig is the response streams' stream: memory storage, bounded
-// by streamsMaxBytes, 24h retention.
+// by streamsMaxBytes, 24h retention; like every stream of the ledger it
+// denies message delete and purge (its limits still drop old events).
 func StreamsConfig(replicas int) jetstream.StreamConfig {
 	if replicas <= 0 {
 		replicas = 1
@@ -62,6 +63,7 @@ func StreamsConfig(replicas int) jetstream.StreamConfig {
 		Name: StreamsStream, Subjects: []string{streamsSubjects}, Storage: jetstream.MemoryStorage,
 		Description: "Portcullis: MCP response streams of stateful sessions, for resumption with Last-Event-ID (JSON-RPC messages, in memory, kept for a bounded age and size)",
 		Replicas:    replicas, MaxAge: streamsMaxAge, MaxBytes: streamsMaxBytes, AllowDirect: true,
+		DenyDelete: true, DenyPurge: true,
 	}
 }
 
@@ -79,15 +81,36 @@ func diskStreamsConfig(replicas int) jetstream.StreamConfig {
 // One made on disk by an earlier version is kept on disk, with a warning
 // saying how to move it to memory: its storage cannot be changed in place,
 // and removing it would drop the streams that live sessions may resume.
+// One made by an earlier version without deny delete/purge gets them by an
+// update (a server may turn them on, never off); if that is refused (a
+// user that may not change streams, a server that will not), the stream is
+// kept as it is, with a warning saying how to fix it.
 func EnsureStreamsStream(ctx context.Context, js jetstream.JetStream, replicas int, lg *slog.Logger) (jetstream.Stream, error) {
 	cfg := StreamsConfig(replicas)
-	if cur, err := js.Stream(ctx, StreamsStream); err == nil && cur.CachedInfo().Config.Storage == jetstream.FileStorage {
-		cfg = diskStreamsConfig(replicas)
-		if lg != nil {
-			lg.Warn("the MCP response streams are kept on disk, as an earlier version made them: every stored event is an fsync on its call's path; to keep them in memory, delete the stream as the NATS admin user while no session needs to resume, then start a gateway (or run `portcullis streams`)", "stream", StreamsStream)
+	var have *jetstream.StreamConfig
+	if cur, err := js.Stream(ctx, StreamsStream); err == nil {
+		have = &cur.CachedInfo().Config
+		if have.Storage == jetstream.FileStorage {
+			cfg = diskStreamsConfig(replicas)
+			if lg != nil {
+				lg.Warn("the MCP response streams are kept on disk, as an earlier version made them: every stored event is an fsync on its call's path; to keep them in memory, delete the stream as the NATS admin user while no session needs to resume, then start a gateway (or run `portcullis streams`)", "stream", StreamsStream)
+			}
 		}
 	}
-	return ljs.EnsureConfig(ctx, js, cfg, lg)
+	s, err := ljs.EnsureConfig(ctx, js, cfg, lg)
+	if err == nil || have == nil || have.DenyDelete && have.DenyPurge || ljs.Transient(err) || ctx.Err() != nil {
+		return s, err
+	}
+	kept := cfg
+	kept.DenyDelete, kept.DenyPurge = have.DenyDelete, have.DenyPurge
+	s, kerr := ljs.EnsureConfig(ctx, js, kept, lg)
+	if kerr != nil {
+		return nil, err // it differs in more than the deny flags
+	}
+	if lg != nil {
+		lg.Warn("the MCP response streams' stream allows message delete and purge, as an earlier version made it, and turning deny_delete and deny_purge on was refused; fix it as the NATS admin user: `portcullis streams --nats-url URL --nats-creds admin.nk`, or `nats stream edit "+StreamsStream+" --deny-delete --deny-purge`", "stream", StreamsStream, "err", err)
+	}
+	return s, nil
 }
 
 // OpenEventStore ensures the stream (see EnsureStreamsStream).

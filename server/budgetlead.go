@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
@@ -73,12 +76,86 @@ func (l budgetLeases) PutLease(ctx context.Context, account string, lease keeper
 	return ack.Sequence, nil
 }
 
-// budgetForwarder forwards commands over NATS request/reply.
-type budgetForwarder struct{ nc *nats.Conn }
+// budgetForwarder forwards commands to the gateway leading an account: a
+// request on natsauth.BudgetRPCPrefix + its id, whose reply subject is one
+// of this forwarder's answer subjects (natsauth.BudgetAnswerPrefix + a
+// random name + "." + a counter), where the leader publishes its answer
+// under an explicit permission of the gateway user. Answers never go to
+// the connection's inbox, where only the server publishes: the gateway
+// user has no allow_responses (see natsauth.Permissions).
+type budgetForwarder struct {
+	nc *nats.Conn
+	// prefix is "" on a NATS whose gateway user may not subscribe to
+	// answers (an outside cluster's permissions from before answers had
+	// their own subjects): then plain request/reply, answered into the
+	// inbox through the old allow_responses.
+	prefix  string
+	mu      sync.Mutex
+	next    uint64
+	waiting map[string]chan *nats.Msg
+}
 
-func (f budgetForwarder) Forward(ctx context.Context, gateway string, req []byte) ([]byte, error) {
-	m, err := f.nc.RequestWithContext(ctx, natsauth.BudgetRPCPrefix+gateway, req)
-	if errors.Is(err, nats.ErrNoResponders) {
+// newBudgetForwarder subscribes to the forwarder's answer subjects (until
+// the connection closes: forwards may still be sent while a gateway stops).
+func newBudgetForwarder(nc *nats.Conn, lg *slog.Logger) (*budgetForwarder, error) {
+	f := &budgetForwarder{nc: nc, prefix: natsauth.BudgetAnswerPrefix + nuid.Next() + ".", waiting: map[string]chan *nats.Msg{}}
+	sub, err := nc.Subscribe(f.prefix+"*", f.answer)
+	if err != nil {
+		return nil, err
+	}
+	if err := nc.Flush(); err != nil { // the server refuses a subscription before its PONG
+		return nil, err
+	}
+	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), f.prefix) {
+		_ = sub.Unsubscribe()
+		lg.Warn("the NATS gateway user may not subscribe to "+natsauth.BudgetAnswerPrefix+"> (permissions of an older version): forwarded budget commands are answered through allow_responses, which lets the gateway user send any JetStream API request (delete a stream); give it the permissions of examples/nats-server.conf (docs/nats.md)", "err", err)
+		return &budgetForwarder{nc: nc}, nil
+	}
+	return f, nil
+}
+
+// answer hands an answer to the forward waiting for it (none: it gave up).
+func (f *budgetForwarder) answer(m *nats.Msg) {
+	f.mu.Lock()
+	ch := f.waiting[m.Subject]
+	delete(f.waiting, m.Subject)
+	f.mu.Unlock()
+	if ch != nil {
+		ch <- m // buffered: one answer per subject
+	}
+}
+
+func (f *budgetForwarder) Forward(ctx context.Context, gateway string, req []byte) ([]byte, error) {
+	if f.prefix == "" {
+		return answerData(f.nc.RequestWithContext(ctx, natsauth.BudgetRPCPrefix+gateway, req))
+	}
+	ch := make(chan *nats.Msg, 1)
+	f.mu.Lock()
+	f.next++
+	reply := f.prefix + strconv.FormatUint(f.next, 36)
+	f.waiting[reply] = ch
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.waiting, reply)
+		f.mu.Unlock()
+	}()
+	if err := f.nc.PublishRequest(natsauth.BudgetRPCPrefix+gateway, reply, req); err != nil {
+		return nil, err
+	}
+	select {
+	case m := <-ch:
+		return answerData(m, nil)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// answerData is an answer's body; NATS's "no responders" (status 503, no
+// body, sent at once when nobody serves the leader's subject) is
+// keeper.ErrNoLeader.
+func answerData(m *nats.Msg, err error) ([]byte, error) {
+	if errors.Is(err, nats.ErrNoResponders) || err == nil && len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		return nil, keeper.ErrNoLeader
 	}
 	if err != nil {
@@ -131,13 +208,17 @@ func (g *Gateway) leadBudget(ctx context.Context, id string, off bool) error {
 	if err := g.nats.conn.Flush(); err != nil { // the subscription is in place before the first lease
 		return fmt.Errorf("budget forwarding: %w", err)
 	}
+	fwd, err := newBudgetForwarder(g.nats.conn, g.log)
+	if err != nil {
+		return fmt.Errorf("budget forwarding: %w", err)
+	}
 	names := make([]string, len(keeper.LeadEvents))
 	for i, e := range keeper.LeadEvents {
 		names[i] = string(e)
 	}
 	count := g.Metrics.BudgetLead(names)
 	g.Keeper.OnLead(func(e keeper.LeadEvent) { count(string(e)) })
-	g.Keeper.Lead(budgetLeases{js: g.nats.js, stream: st}, budgetForwarder{nc: g.nats.conn}, g.Keyring, keeper.ForwardKey(g.Key))
+	g.Keeper.Lead(budgetLeases{js: g.nats.js, stream: st}, fwd, g.Keyring, keeper.ForwardKey(g.Key))
 	g.wg.Add(1) // Close waits for this before it closes the budget log
 	go func() {
 		defer g.wg.Done()

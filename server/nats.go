@@ -184,7 +184,7 @@ func (n *natsConn) connectEmbedded(role natsauth.Role, lg *slog.Logger) (*nats.C
 		return nil, err
 	}
 	nc, err := nats.Connect(n.url, nats.InProcessServer(n.server), nats.Name("portcullis-"+string(role)), nats.MaxReconnects(-1), auth,
-		nats.ErrorHandler(asyncErrorLogger(lg)))
+		natsauth.Inbox(role), nats.ErrorHandler(asyncErrorLogger(lg)))
 	if err != nil {
 		return nil, fmt.Errorf("connect embedded nats as %s: %w", role, err)
 	}
@@ -226,11 +226,14 @@ func seedURLs(s string) []string {
 }
 
 // clientOptions are the options of a connection to an outside NATS:
-// credentials (--nats-creds, else the role's file in the data dir), TLS,
-// fast failover, and logged disconnects and reconnects.
+// credentials (--nats-creds, else the role's file in the data dir), the
+// role's inbox prefix (replies come under _INBOX.<role>., the only inboxes
+// the role may subscribe to), TLS, fast failover, and logged disconnects
+// and reconnects.
 func clientOptions(o Options, lg *slog.Logger, role natsauth.Role) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("portcullis-" + string(role)),
+		natsauth.Inbox(role),
 		nats.MaxReconnects(-1),
 		nats.PingInterval(NatsPingInterval),
 		nats.MaxPingsOutstanding(NatsMaxPingsOut),

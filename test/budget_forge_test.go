@@ -44,6 +44,12 @@ func TestForgedBudgetForwardIsRefused(t *testing.T) {
 		{Op: "reserve", Account: "acct", Reserve: &budget.ReserveRequest{OperationKey: "forged-1", RequestDigest: "sha256:f", Amount: 900}},
 		{Op: "release", Account: "acct", OpKey: "op-1", Evidence: &budget.Evidence{ExecutionID: "act_01J4K8J7DX7V0000000000000Z", TargetStatus: 404, Note: "forged"}},
 	}
+	// The leader answers into pcrpc.answer.> (the gateway user's answer
+	// subjects), never into an inbox.
+	answers, err := nc.SubscribeSync(natsauth.BudgetAnswerPrefix + "forger.*")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var sent int
 	for _, cmd := range commands {
 		body, err := json.Marshal(cmd)
@@ -58,7 +64,10 @@ func TestForgedBudgetForwardIsRefused(t *testing.T) {
 		sealed["mac"] = ed25519.Sign(rogue, h) // without the ledger's forward key, any bytes
 		signed, _ := json.Marshal(sealed)
 		for _, data := range [][]byte{body, unsigned, signed} {
-			m, err := nc.Request(natsauth.BudgetRPCPrefix+"gw-forge-0", data, 10*time.Second)
+			if err := nc.PublishRequest(natsauth.BudgetRPCPrefix+"gw-forge-0", fmt.Sprintf("%sforger.%d", natsauth.BudgetAnswerPrefix, sent), data); err != nil {
+				t.Fatal(err)
+			}
+			m, err := answers.NextMsg(10 * time.Second)
 			if err != nil {
 				t.Fatalf("forged forward: %v", err)
 			}

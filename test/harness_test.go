@@ -176,23 +176,23 @@ func credsFor(t testing.TB, url string) string {
 // natsConnect connects to g's embedded NATS as role.
 func natsConnect(t testing.TB, g *server.Gateway, role natsauth.Role) *nats.Conn {
 	t.Helper()
-	return natsConnectCreds(t, g.NatsURL, g.CredsFile(role))
+	return natsConnectCreds(t, g.NatsURL, g.CredsFile(role), role)
 }
 
 // natsConnectDir connects as role to a `portcullis serve` process's
 // embedded NATS, with the credentials in its data dir.
 func natsConnectDir(t testing.TB, url, dataDir string, role natsauth.Role) *nats.Conn {
 	t.Helper()
-	return natsConnectCreds(t, url, natsauth.Path(dataDir, role))
+	return natsConnectCreds(t, url, natsauth.Path(dataDir, role), role)
 }
 
-func natsConnectCreds(t testing.TB, url, creds string) *nats.Conn {
+func natsConnectCreds(t testing.TB, url, creds string, role natsauth.Role) *nats.Conn {
 	t.Helper()
 	auth, err := natsauth.ClientOption(creds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(url, auth, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	nc, err := nats.Connect(url, auth, natsauth.Inbox(role), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatal(err)
 	}

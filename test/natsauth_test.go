@@ -69,7 +69,7 @@ func connectAs(t *testing.T, g *server.Gateway, role natsauth.Role) (jetstream.J
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(g.NatsURL, auth, nats.ErrorHandler(r.handler))
+	nc, err := nats.Connect(g.NatsURL, auth, natsauth.Inbox(role), nats.ErrorHandler(r.handler))
 	if err != nil {
 		t.Fatalf("connect as %s: %v", role, err)
 	}

@@ -48,7 +48,7 @@ func TestExampleNATSServerConfig(t *testing.T) {
 			"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.DELETE."+s, "$JS.API.STREAM.PURGE."+s,
 			"$JS.API.STREAM.MSG.DELETE."+s, "$JS.API.CONSUMER.DURABLE.CREATE."+s+".d1")
 	}
-	probes = append(probes, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.CREATE.ROGUE", "pc.exec.x.y", "pc.meta.gateway.g1", "pc.budget.acme", "pc.audit.checkpoint.g1", "_INBOX.abc", "pcrpc.budget.gw-a")
+	probes = append(probes, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.CREATE.ROGUE", "pc.exec.x.y", "pc.meta.gateway.g1", "pc.budget.acme", "pc.audit.checkpoint.g1", "_INBOX.abc", "_INBOX.gateway.abc.1", "_INBOX.finance.abc.1", "pcrpc.budget.gw-a", "pcrpc.answer.abc.1")
 	for _, u := range opts.Nkeys {
 		role, ok := byKey[u.Nkey]
 		if !ok {
@@ -60,7 +60,13 @@ func TestExampleNATSServerConfig(t *testing.T) {
 				t.Errorf("%s publish %s: example config %v, embedded server %v", role, p, got, exp)
 			}
 		}
-		for _, p := range []string{"_INBOX.x", "pc.exec.a.b", "$JS.API.INFO", "pcrpc.budget.gw-a", "pcrpc.other"} {
+		// Each role subscribes to its own inbox prefix only (a wildcard
+		// over others' inboxes is refused by the server as well).
+		subs := []string{"_INBOX.x", "_INBOX.>", "pc.exec.a.b", "$JS.API.INFO", "pcrpc.budget.gw-a", "pcrpc.answer.abc.1", "pcrpc.other"}
+		for _, r := range natsauth.Roles {
+			subs = append(subs, natsauth.InboxPrefix(r)+".abc.1")
+		}
+		for _, p := range subs {
 			if got, exp := maySubscribe(u.Permissions, p), maySubscribe(want, p); got != exp {
 				t.Errorf("%s subscribe %s: example config %v, embedded server %v", role, p, got, exp)
 			}

@@ -81,7 +81,7 @@ func (g *gw) connect(role natsauth.Role) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nats.Connect(g.NatsURL, auth)
+	return nats.Connect(g.NatsURL, auth, natsauth.Inbox(role))
 }
 
 // execShards is the execution shard count of every benchmark ledger

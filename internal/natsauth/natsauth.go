@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -41,13 +40,33 @@ const (
 	FileExt = ".nk"
 	// LedgerSubjects are the subjects the ledger's streams hold.
 	LedgerSubjects = "pc.>"
-	inboxSubjects  = "_INBOX.>"
 	// BudgetRPCPrefix + a gateway id is where that gateway serves the
 	// budget commands other gateways forward to it (request/reply, no
 	// stream holds them); only gateways may send or serve them.
 	BudgetRPCPrefix = "pcrpc.budget."
 	budgetRPC       = BudgetRPCPrefix + "*"
+	// BudgetAnswerPrefix starts the reply subject of a forwarded budget
+	// command: the serving gateway publishes its answer there (an explicit
+	// permission of the gateway user), never into the sender's inbox.
+	BudgetAnswerPrefix = "pcrpc.answer."
+	budgetAnswers      = BudgetAnswerPrefix + ">"
 )
+
+// InboxPrefix is where the clients of role take their replies (JetStream
+// API answers, direct gets, consumer deliveries, requests): every inbox of
+// a connection of role is InboxPrefix(role) + "." + a random name, and the
+// role may subscribe under its own prefix only. With one shared _INBOX.>
+// any reader could subscribe to every other client's replies (finance to
+// the gateway's direct gets, which carry whole execution events).
+// Connections set it with Inbox.
+func InboxPrefix(role Role) string { return "_INBOX." + string(role) }
+
+// Inbox is the connection option that puts role's inboxes under
+// InboxPrefix(role); every Portcullis connection as role takes it.
+func Inbox(role Role) nats.Option { return nats.CustomInboxPrefix(InboxPrefix(role)) }
+
+// inboxes is the subscribe permission of role's replies.
+func inboxes(role Role) string { return InboxPrefix(role) + ".>" }
 
 // Streams names the ledger's streams, for the readers' permissions.
 type Streams struct {
@@ -93,14 +112,18 @@ func Permissions(role Role, s Streams) *natsserver.Permissions {
 	read := func(stream string) []string {
 		return append([]string{"$JS.API.INFO"}, readSubjects(stream)...)
 	}
-	sub := &natsserver.SubjectPermission{Allow: []string{inboxSubjects}}
+	sub := &natsserver.SubjectPermission{Allow: []string{inboxes(role)}}
 	switch role {
 	case Gateway:
+		// No allow_responses (Response): it lets a user publish once to
+		// the reply subject of any message it receives, and a gateway
+		// receives its own messages on pcrpc.budget.*, with any reply
+		// subject it chose, $JS.API.STREAM.DELETE.<s> included. The
+		// answer to a forwarded command goes to BudgetAnswerPrefix, an
+		// explicit permission.
 		return &natsserver.Permissions{
-			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects, budgetRPC}, append(read(anyStream), listSubjects...)...)},
-			Subscribe: &natsserver.SubjectPermission{Allow: []string{inboxSubjects, budgetRPC}},
-			// the answer to a forwarded budget command goes to its sender's inbox
-			Response: &natsserver.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
+			Publish:   &natsserver.SubjectPermission{Allow: append([]string{LedgerSubjects, budgetRPC, budgetAnswers}, append(read(anyStream), listSubjects...)...)},
+			Subscribe: &natsserver.SubjectPermission{Allow: []string{inboxes(role), budgetRPC, budgetAnswers}},
 		}
 	case Finance:
 		return &natsserver.Permissions{Publish: &natsserver.SubjectPermission{Allow: read(s.Budget)}, Subscribe: sub}

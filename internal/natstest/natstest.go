@@ -70,15 +70,15 @@ func users(t testing.TB, dir string) []*natsserver.NkeyUser {
 	return u
 }
 
-// Connect opens a connection to url as role (credentials from dir),
-// closed when the test ends.
+// Connect opens a connection to url as role (credentials from dir, the
+// role's inbox prefix), closed when the test ends.
 func Connect(t testing.TB, url, dir string, role natsauth.Role) *nats.Conn {
 	t.Helper()
 	auth, err := natsauth.ClientOption(natsauth.Path(dir, role))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(url, auth, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	nc, err := nats.Connect(url, auth, natsauth.Inbox(role), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatal(err)
 	}

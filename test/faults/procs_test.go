@@ -244,7 +244,7 @@ func (c *cluster) connect(t testing.TB, r natsauth.Role) *nats.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(c.urls(), auth, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+	nc, err := nats.Connect(c.urls(), auth, natsauth.Inbox(r), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
 		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(2), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatal(err)
