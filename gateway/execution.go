@@ -197,6 +197,9 @@ func (s *ExecutionService) Resolve(ctx context.Context, req *connect.Request[pb.
 	if err := checkText("evidence", m.GetEvidence()); err != nil {
 		return nil, err
 	}
+	if r := m.GetResolution(); r != pb.Resolution_RESOLUTION_COMPLETED && r != pb.Resolution_RESOLUTION_NOT_EXECUTED {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("resolution must be RESOLUTION_COMPLETED or RESOLUTION_NOT_EXECUTED"))
+	}
 	if strings.TrimSpace(m.GetEvidence()) == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument,
 			fmt.Errorf("evidence is required: what shows the outcome (the status endpoint's answer, a marker, a person's check)"))
