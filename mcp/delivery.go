@@ -19,8 +19,9 @@ import (
 // Delivery evidence. A response written to a socket is not proof that the
 // agent read it, so DELIVERED is appended only on evidence of receipt:
 //   - a later request from the same agent on the same session or the same
-//     connection, arriving after the response that carried the result
-//     completed;
+//     connection, whose bytes arrived after the response that carried the
+//     result completed (arrival.go: a pipelined request, sent before the
+//     response was read, is not one);
 //   - an explicit acknowledgement: _meta["io.portcullis/ack"] on any
 //     request, or the notification notifications/io.portcullis/ack;
 //   - a stream resumed with Last-Event-ID at or past the event that
@@ -65,8 +66,15 @@ const (
 
 type awaiting struct {
 	actor string
-	ids   []string
-	at    time.Time
+	ids   []completed
+	at    time.Time // the latest completion
+}
+
+// completed is an execution whose result a response carried, and when
+// that response completed.
+type completed struct {
+	id string
+	at time.Time
 }
 
 // arrival is the latest request from an agent on a session or connection.
@@ -164,8 +172,9 @@ func (d *delivery) carry(nonce, id string) {
 // responded: the response to nonce completed at completedAt (its last
 // byte was handed over). Its results now await evidence on each of keys,
 // unless writing it failed (then nothing awaits: the retry collects the
-// stored result). A request that arrived on one of keys after completedAt,
-// while the handler was still returning, is evidence already.
+// stored result). A request whose bytes arrived on one of keys after
+// completedAt, while the handler was still returning, is evidence
+// already.
 func (d *delivery) responded(ctx context.Context, nonce, actor string, keys []string, completedAt time.Time, failed bool) {
 	d.mu.Lock()
 	ids := d.pending[nonce]
@@ -191,7 +200,9 @@ func (d *delivery) responded(ctx context.Context, nonce, actor string, keys []st
 				a = awaiting{}
 			}
 			a.actor, a.at = actor, completedAt
-			a.ids = append(a.ids, ids...)
+			for _, id := range ids {
+				a.ids = append(a.ids, completed{id: id, at: completedAt})
+			}
 			d.awaiting[k] = a
 		}
 	}
@@ -212,20 +223,40 @@ func evictOldest[V any](m map[string]V, at func(V) time.Time) {
 	delete(m, oldest)
 }
 
-// evidence: a new request from actor arrived on keys; what completed
-// before it there was received.
-func (d *delivery) evidence(ctx context.Context, actor string, keys []string) {
+// evidence: a new request from actor, whose bytes arrived at arrivedAt,
+// came on keys; what completed there before arrivedAt was received. A
+// request without an arrival time (zero: its bytes may have come before a
+// response completed, see arrival.go) is no evidence.
+func (d *delivery) evidence(ctx context.Context, actor string, keys []string, arrivedAt time.Time) {
+	if arrivedAt.IsZero() {
+		return
+	}
 	var ids []string
-	now := time.Now()
 	d.mu.Lock()
 	for _, k := range keys {
 		if _, ok := d.arrivals[k]; !ok && len(d.arrivals) >= maxAwaiting {
 			evictOldest(d.arrivals, func(a arrival) time.Time { return a.at })
 		}
-		d.arrivals[k] = arrival{actor: actor, at: now}
-		if a, ok := d.awaiting[k]; ok && a.actor == actor {
-			ids = append(ids, a.ids...)
+		if prev, ok := d.arrivals[k]; !ok || prev.actor != actor || arrivedAt.After(prev.at) {
+			d.arrivals[k] = arrival{actor: actor, at: arrivedAt}
+		}
+		a, ok := d.awaiting[k]
+		if !ok || a.actor != actor {
+			continue
+		}
+		keep := a.ids[:0]
+		for _, c := range a.ids {
+			if c.at.Before(arrivedAt) {
+				ids = append(ids, c.id)
+			} else {
+				keep = append(keep, c) // completed after this request's bytes arrived
+			}
+		}
+		if len(keep) == 0 {
 			delete(d.awaiting, k)
+		} else {
+			a.ids = keep
+			d.awaiting[k] = a
 		}
 	}
 	d.mu.Unlock()

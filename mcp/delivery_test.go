@@ -130,3 +130,32 @@ func TestDeliveryGathersAGroup(t *testing.T) {
 	}
 	d2.close()
 }
+
+// A later request is evidence only if its bytes arrived after the
+// response completed: one that arrived before (pipelined), or whose
+// arrival is not known (HTTP/2), leaves the result awaiting.
+func TestDeliveryEvidenceComparesArrival(t *testing.T) {
+	l := answering()
+	d := newDelivery(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.linger = time.Millisecond
+	const id = "act_01J4K8J7DX7V0000000000000A"
+	ctx := context.Background()
+	d.begin("n1")
+	d.carry("n1", id)
+	done := time.Now()
+	d.responded(ctx, "n1", "agent-7", []string{"c:1"}, done, false)
+	d.evidence(ctx, "agent-7", []string{"c:1"}, done.Add(-time.Millisecond)) // sent before it completed
+	d.evidence(ctx, "agent-7", []string{"c:1"}, time.Time{})                 // arrival not known
+	d.evidence(ctx, "agent-9", []string{"c:1"}, done.Add(time.Millisecond))  // another agent
+	time.Sleep(50 * time.Millisecond)
+	if n := l.calls.Load(); n != 0 {
+		t.Fatalf("%d DELIVERED appended without evidence", n)
+	}
+	d.evidence(ctx, "agent-7", []string{"c:1"}, done.Add(time.Millisecond))
+	for stop := time.Now().Add(5 * time.Second); l.calls.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(stop) {
+			t.Fatal("a request that arrived after the response completed was no evidence")
+		}
+	}
+	d.close()
+}

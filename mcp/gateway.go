@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -193,9 +194,18 @@ func (g *Gateway) Handler() http.Handler {
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 			msg = parseMessage(body)
 		}
+		// When this request's bytes arrived (arrival.go), not when its
+		// handler started: a pipelined request's handler starts after the
+		// previous response completed, though it was sent before that.
+		arrivedAt, forwarded := requestArrival(r)
+		r.Header.Del(arrivalAgeHeader)
+		ac := connOf(r)
+		if ac != nil {
+			ac.mark() // the body is read: bytes read from now on are the next request's
+		}
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid != "" {
-			if g.forward(w, r, sid) {
+			if g.forward(w, r, sid, arrivedAt) {
 				return // the owner checks the binding
 			}
 			if !g.boundTo(sid, actor) {
@@ -212,16 +222,22 @@ func (g *Gateway) Handler() http.Handler {
 			refuseMeta(w, msg.ID, err)
 			return
 		}
-		conn := "c:" + r.RemoteAddr
-		keys := []string{conn}
+		// Where evidence is looked for: this HTTP/1.x connection (not one
+		// forwarded from another gateway: that one carries many agents'
+		// requests) and the session.
+		var keys []string
+		if ac != nil && r.ProtoMajor == 1 && !forwarded {
+			keys = append(keys, "c:"+strconv.FormatUint(ac.id, 36))
+		}
 		if sid != "" {
 			keys = append(keys, "s:"+sid)
 		}
 		switch {
 		case r.Method == http.MethodPost && msg.Method != "":
-			// A later request on the same session or connection: the agent
-			// read what came before it.
-			g.delivery.evidence(r.Context(), actor, keys)
+			// A later request on the same session or connection, whose
+			// bytes arrived after a response there completed: the agent
+			// read that response.
+			g.delivery.evidence(r.Context(), actor, keys, arrivedAt)
 			g.delivery.ack(r.Context(), actor, cm.acks)
 		case r.Method == http.MethodGet && sid != "" && r.Header.Get("Last-Event-ID") != "":
 			g.delivery.resumed(r.Context(), g.events, actor, sid, r.Header.Get("Last-Event-ID"))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -33,8 +34,11 @@ func (g *Gateway) SetOwners(o SessionOwners, self string) {
 }
 
 // forward sends a request for a session this gateway does not hold to the
-// gateway that does. It reports whether it handled the request.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+// gateway that does. It reports whether it handled the request. The owner
+// learns how long ago the request's bytes arrived here (arrivalAgeHeader;
+// "unknown" when arrivedAt is zero): its own connection is this
+// gateway's, where the agent's pipelining is not visible.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID string, arrivedAt time.Time) bool {
 	g.mu.Lock()
 	owners, self, local := g.owners, g.self, g.local[sessionID]
 	g.mu.Unlock()
@@ -51,6 +55,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID stri
 	if err != nil {
 		return false
 	}
+	age := "unknown"
+	if !arrivedAt.IsZero() {
+		age = strconv.FormatInt(int64(max(time.Since(arrivedAt), 0)), 10)
+	}
+	r.Header.Set(arrivalAgeHeader, age)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // server-sent events: pass every event on at once
 	proxy.ServeHTTP(w, r)

@@ -250,6 +250,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		}
 	}()
 	g.Addr = ln.Addr().String()
+	ln = mcp.TrackArrivals(ln) // under TLS: when each request's bytes arrived (delivery evidence, mcp/arrival.go)
 	scheme := "http://"
 	if tlsCfg != nil {
 		ln, scheme = tls.NewListener(ln, tlsCfg), "https://"
@@ -488,7 +489,8 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, b
 	p.SetHTTP1(true)
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
-	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout, ConnContext: auth.ConnContext,
+	return &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: readHeaderTimeout,
+		ConnContext: mcp.ConnContext(auth.ConnContext), ConnState: mcp.ConnState,
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}, nil
 }
 
