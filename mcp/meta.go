@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -148,7 +149,7 @@ func jsonKind(v any) string {
 		return "null"
 	case bool:
 		return "a boolean"
-	case float64, int, int64:
+	case float64, int, int64, json.Number:
 		return "a number"
 	case string:
 		return "a string"
