@@ -154,7 +154,7 @@ func TestForgedCheckpointIsQuarantined(t *testing.T) {
 		t.Fatal(err)
 	}
 	v = reopenViews(t, dir) // closed when the test ends
-	p, h = open(v)
+	p, _ = open(v)
 	_, d4 := cp(c3, exec, key)
 	if err := p.Apply(ctx, []projector.Entry{{Seq: 7, Subject: subj, Data: d2}, {Seq: 8, Subject: subj, Data: d4}}); err != nil {
 		t.Fatal(err)

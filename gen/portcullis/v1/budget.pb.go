@@ -266,8 +266,6 @@ type Evidence struct {
 	// Text written here by versions before 2026-12-05 (a status such as
 	// "201", or "target answered 502"); read back from old records, never
 	// written.
-	//
-	// Deprecated: Marked as deprecated in portcullis/v1/budget.proto.
 	LegacyTargetStatus string `protobuf:"bytes,2,opt,name=legacy_target_status,json=legacyTargetStatus,proto3" json:"legacy_target_status,omitempty"`
 	Note               string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	// The status the target answered: an HTTP status (100–599), or an exit
@@ -314,7 +312,6 @@ func (x *Evidence) GetExecutionId() string {
 	return ""
 }
 
-// Deprecated: Marked as deprecated in portcullis/v1/budget.proto.
 func (x *Evidence) GetLegacyTargetStatus() string {
 	if x != nil {
 		return x.LegacyTargetStatus
@@ -1489,10 +1486,10 @@ const file_portcullis_v1_budget_proto_rawDesc = "" +
 	"\x06amount\x18\x03 \x01(\x03R\x06amount\"2\n" +
 	"\bOverride\x12\x0e\n" +
 	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x9c\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x98\x01\n" +
 	"\bEvidence\x12!\n" +
-	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x124\n" +
-	"\x14legacy_target_status\x18\x02 \x01(\tB\x02\x18\x01R\x12legacyTargetStatus\x12\x12\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x120\n" +
+	"\x14legacy_target_status\x18\x02 \x01(\tR\x12legacyTargetStatus\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\x12#\n" +
 	"\rtarget_status\x18\x04 \x01(\x05R\ftargetStatus\"\xf6\x06\n" +
 	"\x0eBudgetDecision\x12\x18\n" +
