@@ -462,7 +462,7 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, b
 	// span opens); health, reflection, /metrics and the probes stay open.
 	// The console calls the same services in process with the signed-in
 	// caller in the context.
-	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), connect.WithInterceptors(traces, authz)}
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), gateway.StrictJSON(), connect.WithInterceptors(traces, authz)}
 	executions := &gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}
 	budgets := &gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}
 	approvals := &gateway.ApprovalService{Ledger: g.Ledger}

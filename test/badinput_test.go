@@ -49,6 +49,7 @@ func TestBadInputAppendsNothing(t *testing.T) {
 		{"unknown execution", "MarkDispatched", `{"executionId": "act_01J4K8J7DX7V0000000000000Z"}`, "not_found", "act_01J4K8J7DX7V0000000000000Z"},
 		{"malformed execution id", "MarkDispatched", `{"executionId": "act_x.>"}`, "invalid_argument", "act_<ULID>"},
 		{"illegal transition", "MarkDelivered", `{"executionId": "` + id + `"}`, "failed_precondition", "STATE_ACCEPTED"},
+		{"misspelt field", "Begin", `{"action": {"actor": "agent-7", "tool": "create_payment", "intentScope": "run:1"}, "operationkey": "typo-1"}`, "invalid_argument", "operationkey"},
 		{"bad resolution", "Resolve", `{"executionId": "` + id + `"}`, "invalid_argument", "resolution"},
 		{"oversized result", "RecordResult", `{"executionId": "` + id + `", "resultBody": "` + strings.Repeat("x", 300<<10) + `"}`, "invalid_argument", "262144"},
 		{"bad page size", "ListExecutions", `{"pageSize": 5000}`, "invalid_argument", "page_size"},
