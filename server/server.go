@@ -627,6 +627,14 @@ func (g *Gateway) Close(ctx context.Context) {
 		if g.sealer != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = g.sealer.seal(sctx) // a last checkpoint over what the views hold
+			if g.Checkpoints != nil {
+				// The checkpoints' projector has stopped: fold that last
+				// checkpoint too, so the views a shutdown leaves are the
+				// views a rebuild makes.
+				if err := g.Checkpoints.CatchUp(sctx, nil); err != nil {
+					g.log.Warn("fold the last checkpoint", "err", err)
+				}
+			}
 			cancel()
 		}
 		if g.jsLog != nil {

@@ -296,6 +296,21 @@ func TestReplayOfExportEqualsLiveViews(t *testing.T) {
 	_, _ = proc.Process.Wait()
 	live := dumpViews(t, filepath.Join(dataDir, "views"))
 	rep := dumpViews(t, replayed)
+	// The shutdown sealed a last checkpoint after the export was taken, and
+	// the views fold checkpoints (their links): the checkpoints stream's
+	// rows are the one part the export cannot hold yet.
+	for _, views := range []map[string][]byte{live, rep} {
+		for k := range views {
+			if k == "c/PORTCULLIS_AUDIT" || k == "g/PORTCULLIS_AUDIT" || strings.HasPrefix(k, "l/pc.audit.") {
+				delete(views, k)
+			}
+		}
+	}
+	for k := range live {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("row %q only live", k)
+		}
+	}
 	if len(live) < 40 || len(live) != len(rep) {
 		t.Fatalf("live views %d rows, replayed %d", len(live), len(rep))
 	}

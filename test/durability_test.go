@@ -289,6 +289,11 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 			t.Errorf("row %q differs: %d bytes incremental, %d rebuilt", k, len(v), len(rebuilt[k]))
 		}
 	}
+	for k := range rebuilt {
+		if _, ok := incremental[k]; !ok {
+			t.Errorf("row %q only rebuilt", k)
+		}
+	}
 	if len(incremental) < 81 || !reflect.DeepEqual(incremental, rebuilt) {
 		t.Fatalf("rebuilt views differ: %d rows incremental, %d rebuilt", len(incremental), len(rebuilt))
 	}
