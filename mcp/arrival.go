@@ -106,6 +106,19 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	n, err := c.Conn.Read(p)
+	if n == 0 && err != nil && c.queueEmpty() {
+		// A read that ended without data: the server aborting its
+		// background read once it has written the response out (after the
+		// response completed). Nothing waits now, so whatever a later read
+		// finds waiting arrived after this moment, not before the queue was
+		// last seen empty during the handler.
+		now := time.Now()
+		c.mu.Lock()
+		if now.After(c.lastEmpty) {
+			c.lastEmpty = now
+		}
+		c.mu.Unlock()
+	}
 	if n > 0 {
 		now := time.Now()
 		c.mu.Lock()

@@ -38,10 +38,11 @@ func newArrivalServer(t *testing.T, hold time.Duration) *arrivalServer {
 			at, _ := requestArrival(r)
 			connOf(r).mark()
 			time.Sleep(hold) // the handler's work
+			completed := time.Now() // as the front door: when the last write began
 			w.Write([]byte("ok"))
 			w.(http.Flusher).Flush()
 			s.mu.Lock()
-			s.seen = append(s.seen, arrivalSeen{at, time.Now()})
+			s.seen = append(s.seen, arrivalSeen{at, completed})
 			s.mu.Unlock()
 		})}
 	go srv.Serve(TrackArrivals(ln))
