@@ -37,7 +37,7 @@ func newArrivalServer(t *testing.T, hold time.Duration) *arrivalServer {
 			_, _ = io.ReadAll(r.Body)
 			at, _ := requestArrival(r)
 			connOf(r).mark()
-			time.Sleep(hold) // the handler's work
+			time.Sleep(hold)        // the handler's work
 			completed := time.Now() // as the front door: when the last write began
 			w.Write([]byte("ok"))
 			w.(http.Flusher).Flush()
