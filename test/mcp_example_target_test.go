@@ -60,6 +60,9 @@ func startDemoDir(t *testing.T, patch func(cfg string) string) (*server.Gateway,
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(string(cfg), "127.0.0.1:9090") {
+		t.Fatal("the example config no longer points at the demo target")
+	}
 	s := strings.ReplaceAll(string(cfg), "127.0.0.1:9090", addr)
 	if patch != nil {
 		s = patch(s)
@@ -71,7 +74,7 @@ func startDemoDir(t *testing.T, patch func(cfg string) string) (*server.Gateway,
 	dataDir := t.TempDir()
 	g, err := server.Start(context.Background(), server.Options{
 		DataDir: dataDir, Listen: "127.0.0.1:0", ConfigPath: path, NatsListen: "127.0.0.1:-1",
-		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), // the fingerprint key made on first start, as the quickstart's
 	})
 	if err != nil {
 		t.Fatal(err)
