@@ -28,11 +28,11 @@ import (
 const (
 	// WaitMax bounds how long an attached call follows an in-flight
 	// execution before it answers "in flight".
-	WaitMax         = 20 * time.Second
-	pollEvery       = 50 * time.Millisecond
-	recordMax       = 30 * time.Second // appending an observation, detached from the caller
-	maxResolveDepth = 1                // a proven absence re-runs the call once
-	dispatchAskMax  = 3                // asking again whether a DISPATCHED whose answer was lost won
+	WaitMax        = 20 * time.Second
+	pollEvery      = 50 * time.Millisecond
+	recordMax      = 30 * time.Second // appending an observation, detached from the caller
+	maxDecisions   = 2                // a call is decided again at most twice (absence proven, an unknown outcome met while waiting)
+	dispatchAskMax = 3                // asking again whether a DISPATCHED whose answer was lost won
 )
 
 // EvidenceLateResult is the evidence of a result that arrived after the
@@ -143,10 +143,30 @@ func (d *Driver) Run(ctx context.Context, t config.Tool, in ledger.BeginInput) A
 
 // Act does what the recovery table says for Begin's decision.
 func (d *Driver) Act(ctx context.Context, t config.Tool, in ledger.BeginInput, res ledger.BeginResult) Answer {
-	return d.act(ctx, t, in, res, 0)
+	return d.act(ctx, call{tool: t, in: in}, res)
 }
 
-func (d *Driver) act(ctx context.Context, t config.Tool, in ledger.BeginInput, res ledger.BeginResult, depth int) Answer {
+// call is one call the driver acts on: its tool, the input Begin decided
+// (decided again when what it waited for changed: an absence proven, an
+// unknown outcome), and how often it was decided again (maxDecisions).
+type call struct {
+	tool      config.Tool
+	in        ledger.BeginInput
+	decisions int
+}
+
+// decideAgain asks the ledger again and acts on its new decision: the
+// recovery table, not this call, says what happens now.
+func (d *Driver) decideAgain(ctx context.Context, c call) Answer {
+	res, err := d.Begin(ctx, c.in)
+	if err != nil {
+		return Answer{Refused: true, Why: "refused: " + err.Error() + "; nothing was sent"}
+	}
+	c.decisions++
+	return d.act(ctx, c, res)
+}
+
+func (d *Driver) act(ctx context.Context, c call, res ledger.BeginResult) Answer {
 	x := res.Execution
 	if res.Decision == pb.Decision_DECISION_NEW {
 		switch x.GetState() {
@@ -155,17 +175,17 @@ func (d *Driver) act(ctx context.Context, t config.Tool, in ledger.BeginInput, r
 		case pb.State_STATE_DENIED:
 			return Answer{State: StateDenied, Execution: x, Why: x.GetReason()}
 		}
-		return d.dispatch(ctx, t, x, in.Action.Arguments, dispatchedAtAccept(res), "")
+		return d.dispatch(ctx, c, x, dispatchedAtAccept(res), "")
 	}
 	switch res.Recovery {
 	case pb.Recovery_RECOVERY_RESUME, pb.Recovery_RECOVERY_RESEND_SAME_KEY:
-		return d.dispatch(ctx, t, x, in.Action.Arguments, false, sentAgainWhy(res))
+		return d.dispatch(ctx, c, x, false, sentAgainWhy(res))
 	case pb.Recovery_RECOVERY_AWAIT_APPROVAL:
 		return Answer{State: StateAwaitingApproval, Execution: x, Why: res.Reason}
 	case pb.Recovery_RECOVERY_WAIT:
-		return d.Wait(ctx, x, res.Reason)
+		return d.wait(ctx, c, x, res.Reason)
 	case pb.Recovery_RECOVERY_QUERY_STATUS:
-		return d.queryStatus(ctx, t, in, x, depth)
+		return d.queryStatus(ctx, c, x)
 	case pb.Recovery_RECOVERY_NEEDS_REVIEW:
 		return Answer{State: StateNeedsReview, Execution: x, Why: res.Reason}
 	case pb.Recovery_RECOVERY_RETURN_RESULT:
@@ -209,8 +229,8 @@ func sentAgainWhy(res ledger.BeginResult) string {
 // answer to this call's own send carries it. The send runs to its own
 // deadline: a caller that goes away does not cancel it, and its retry
 // collects the result.
-func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, args []byte, atAccept bool, again string) Answer {
-	id := x.GetExecutionId()
+func (d *Driver) dispatch(ctx context.Context, c call, x *pb.Execution, atAccept bool, again string) Answer {
+	id, t, args := x.GetExecutionId(), c.tool, c.in.Action.Arguments
 	e, ok := d.executors[t.Channel]
 	if !ok {
 		return Answer{Refused: true, Execution: x, Why: "no executor for channel " + strconv.Quote(t.Channel) + "; nothing was sent"}
@@ -220,7 +240,7 @@ func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, a
 		return Answer{Refused: true, Execution: x, Why: "not dispatched: " + err.Error()}
 	}
 	if !won {
-		return d.Wait(ctx, x, "another call dispatched it first; nothing was resent")
+		return d.wait(ctx, c, x, "another call dispatched it first; nothing was resent")
 	}
 	// The target's answer may echo a secret argument: redacted before it
 	// is recorded (executor.Secrets).
@@ -230,7 +250,7 @@ func (d *Driver) dispatch(ctx context.Context, t config.Tool, x *pb.Execution, a
 	select {
 	case rx := <-done:
 		if rx == nil {
-			return d.Wait(ctx, x, "the observation could not be recorded")
+			return d.wait(ctx, c, x, "the observation could not be recorded")
 		}
 		switch rx.GetState() {
 		case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED:
@@ -344,32 +364,44 @@ func InFlightWhy(x *pb.Execution) string {
 	return "the first call is in flight; nothing was resent; ask again later"
 }
 
-// Wait follows an in-flight execution until it leaves DISPATCHED, WaitMax
-// at most (or the dispatch deadline, when that is sooner).
-func (d *Driver) Wait(ctx context.Context, x *pb.Execution, why string) Answer {
+// wait follows an in-flight execution until it leaves DISPATCHED, WaitMax
+// at most. An execution whose outcome turned unknown meanwhile (its
+// dispatch failed, or its deadline passed: the wait expires it itself,
+// exactly once across gateways like the sweep) is decided again, so this
+// call gets the class recovery a retry a moment later would get
+// (RESEND_SAME_KEY, QUERY_STATUS, NEEDS_REVIEW) instead of being sent
+// away to retry.
+func (d *Driver) wait(ctx context.Context, c call, x *pb.Execution, why string) Answer {
 	until := d.now().Add(d.waitMax)
-	for d.now().Before(until) {
+	for {
 		cur, err := d.ledger.Get(ctx, x.GetExecutionId())
 		if err != nil {
 			return Answer{Refused: true, Execution: x, Why: "the execution could not be read: " + err.Error()}
 		}
 		x = cur
+		if dl := dispatchDeadline(cur); cur.GetState() == pb.State_STATE_DISPATCHED && !dl.IsZero() && d.now().After(dl) {
+			// Past the deadline it is not "in flight": record the
+			// unknown outcome now.
+			ux, _, err := d.ledger.ExpireOverdue(ctx, cur.GetExecutionId())
+			if err != nil {
+				return Answer{State: StateOutcomeUnknown, Execution: cur, Why: "no result by the dispatch deadline " + formatTime(dl) + "; nothing was resent; a retry gets the recovery"}
+			}
+			x, cur = ux, ux
+		}
 		switch cur.GetState() {
 		case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DELIVERED:
 			return Answer{State: StateCompleted, Execution: cur, Why: "attached to " + cur.GetExecutionId() + "; " + why}
 		case pb.State_STATE_OUTCOME_UNKNOWN:
+			if c.decisions < maxDecisions {
+				return d.decideAgain(ctx, c)
+			}
 			return Answer{State: StateOutcomeUnknown, Execution: cur, Why: cur.GetReason() + "; nothing was resent; a retry gets the recovery"}
 		case pb.State_STATE_DISPATCHED, pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED:
 		default:
 			return Answer{State: StateName(cur.GetState()), Execution: cur, Why: why}
 		}
-		if dl := dispatchDeadline(cur); cur.GetState() == pb.State_STATE_DISPATCHED && !dl.IsZero() && d.now().After(dl) {
-			// Past the deadline it is not "in flight": record the unknown
-			// outcome now (exactly once across gateways, like the sweep);
-			// a retry then gets the class recovery.
-			if _, _, err := d.ledger.ExpireOverdue(ctx, cur.GetExecutionId()); err != nil {
-				return Answer{State: StateOutcomeUnknown, Execution: cur, Why: "no result by the dispatch deadline " + formatTime(dl) + "; nothing was resent; a retry gets the recovery"}
-			}
+		if !d.now().Before(until) {
+			return Answer{State: StateInFlight, Execution: x, Why: InFlightWhy(x)}
 		}
 		select {
 		case <-time.After(pollEvery):
@@ -377,7 +409,6 @@ func (d *Driver) Wait(ctx context.Context, x *pb.Execution, why string) Answer {
 			return Answer{Refused: true, Execution: x, Why: "the caller went away: " + ctx.Err().Error()}
 		}
 	}
-	return Answer{State: StateInFlight, Execution: x, Why: InFlightWhy(x)}
 }
 
 // queryStatus asks the target about an unknown outcome and resolves it. A
@@ -387,8 +418,8 @@ func (d *Driver) Wait(ctx context.Context, x *pb.Execution, why string) Answer {
 // resolved NOT_EXECUTED and the call is begun again, so the ledger decides
 // what runs: an operation key's retry resumes the same execution (same id,
 // so the same Idempotency-Key), a fingerprint-only retry gets a new one.
-func (d *Driver) queryStatus(ctx context.Context, t config.Tool, in ledger.BeginInput, x *pb.Execution, depth int) Answer {
-	id := x.GetExecutionId()
+func (d *Driver) queryStatus(ctx context.Context, c call, x *pb.Execution) Answer {
+	id, t, in := x.GetExecutionId(), c.tool, c.in
 	e, ok := d.executors[t.Channel]
 	if !ok {
 		return Answer{State: StateOutcomeUnknown, Execution: x, Why: "no executor for channel " + strconv.Quote(t.Channel) + "; nothing was resent"}
@@ -401,8 +432,8 @@ func (d *Driver) queryStatus(ctx context.Context, t config.Tool, in ledger.Begin
 	case st.Finding == Running:
 		return Answer{State: StateInFlight, Execution: x, Why: st.Evidence + "; nothing was resent"}
 	case st.Finding == Done:
-		return d.resolveCompleted(ctx, x, st.Code, st.Body, st.Evidence)
-	case st.Finding == Absent && depth < maxResolveDepth:
+		return d.resolveCompleted(ctx, c, x, st.Code, st.Body, st.Evidence)
+	case st.Finding == Absent && c.decisions < maxDecisions:
 		if dl := dispatchDeadline(x); !dl.IsZero() && d.now().Before(dl) {
 			return notProvenYet(x, st.Evidence, formatTime(dl))
 		}
@@ -418,11 +449,7 @@ func (d *Driver) queryStatus(ctx context.Context, t config.Tool, in ledger.Begin
 		// Resolved here, or by another call first: either way the ledger's
 		// Begin now decides (resume, attach to the other call's dispatch,
 		// or a new execution).
-		res, err := d.Begin(ctx, in)
-		if err != nil {
-			return Answer{Refused: true, Why: "refused: " + err.Error() + "; nothing was sent"}
-		}
-		return d.act(ctx, t, in, res, depth+1)
+		return d.decideAgain(ctx, c)
 	}
 	return Answer{State: StateOutcomeUnknown, Execution: x, Why: st.Evidence + "; nothing was resent"}
 }
@@ -436,7 +463,7 @@ func notProvenYet(x *pb.Execution, evidence, deadline string) Answer {
 
 // resolveCompleted settles an unknown outcome as completed with the
 // evidence found, and returns the result.
-func (d *Driver) resolveCompleted(ctx context.Context, x *pb.Execution, status int, body, evidence string) Answer {
+func (d *Driver) resolveCompleted(ctx context.Context, c call, x *pb.Execution, status int, body, evidence string) Answer {
 	id := x.GetExecutionId()
 	rx, err := d.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED,
 		Evidence: evidence,
@@ -445,7 +472,7 @@ func (d *Driver) resolveCompleted(ctx context.Context, x *pb.Execution, status i
 			x.ResultReference = "result_" + id[len("act_"):]
 		}})
 	if err != nil {
-		return d.Wait(ctx, x, "resolved by another call")
+		return d.wait(ctx, c, x, "resolved by another call")
 	}
 	return Answer{State: StateCompleted, Execution: rx, Why: evidence + "; the first call took effect; nothing was resent"}
 }

@@ -354,3 +354,90 @@ func TestDriverResendSaysWhy(t *testing.T) {
 		t.Fatalf("resend: %+v (%d sends)", retry, ex.sends.Load())
 	}
 }
+
+// stuck is an executor whose first send hangs until release is closed (a
+// gateway that dies at the target, as far as the ledger can tell); every
+// later send answers 201 at once.
+type stuck struct {
+	sends   atomic.Int32
+	started chan string // the first send's execution id
+	release chan struct{}
+}
+
+func (s *stuck) Send(_ config.Tool, id string, _ []byte) executor.Outcome {
+	if s.sends.Add(1) == 1 {
+		s.started <- id
+		<-s.release
+	}
+	return executor.Outcome{Observed: executor.Answered, Status: 201, Body: `{"id":"` + id + `"}`, ContentType: "application/json"}
+}
+
+func (s *stuck) Status(context.Context, config.Tool, string) dispatch.Status {
+	return dispatch.Status{Evidence: "no status query"}
+}
+
+// A retry that attached while the first call was in flight, and is still
+// waiting when the dispatch deadline passes, gets the class recovery as a
+// retry arriving after the deadline would (DESIGN §2, "a dispatch has a
+// deadline"): the wait records OUTCOME_UNKNOWN and the ledger decides
+// again. An idempotency_key tool is resent with the same key; an
+// irreversible one answers needs_review and sends nothing.
+func TestDriverWaitPastDeadlineGetsClassRecovery(t *testing.T) {
+	const yaml = `tools:
+  charge:
+    retry: idempotency_key
+    match_window: 10m
+  wire:
+    retry: irreversible
+    match_window: 10m
+`
+	for _, tc := range []struct {
+		tool, state string
+		sends       int32
+		why         string
+	}{
+		{"charge", dispatch.StateCompleted, 2, "resent with the same Idempotency-Key"},
+		{"wire", dispatch.StateNeedsReview, 1, ""},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			clk := &clock{}
+			l := startLedgerYAMLClock(t, yaml, clk)
+			ex := &stuck{started: make(chan string, 1), release: make(chan struct{})}
+			d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			d.Handle("fake", ex)
+			tool := config.Tool{Name: tc.tool, Channel: "fake"}
+			in := ledger.BeginInput{
+				Action:       fingerprint.Action{Actor: "agent-7", Tool: tc.tool, Channel: "fake", Arguments: []byte(`{"amount":10}`)},
+				OperationKey: "op-wait-" + tc.tool,
+			}
+			first := make(chan dispatch.Answer, 1)
+			go func() { first <- d.Run(context.Background(), tool, in) }()
+			id := <-ex.started
+			retry := make(chan dispatch.Answer, 1)
+			go func() { retry <- d.Run(context.Background(), tool, in) }()
+			// The retry attached (and so waits) before the clock moves.
+			for stop := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				x, err := l.Get(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if x.GetAttachCount() >= 1 {
+					break
+				}
+				if time.Now().After(stop) {
+					t.Fatal("the retry never attached")
+				}
+			}
+			clk.Advance(time.Hour) // past the dispatch deadline
+			a := <-retry
+			if a.State != tc.state || a.Execution.GetExecutionId() != id || ex.sends.Load() != tc.sends || !strings.Contains(a.Why, tc.why) {
+				t.Fatalf("retry waiting past the deadline: %+v (%d sends)", a, ex.sends.Load())
+			}
+			close(ex.release)
+			<-first
+			if ex.sends.Load() != tc.sends {
+				t.Fatalf("%d sends, want %d", ex.sends.Load(), tc.sends)
+			}
+		})
+	}
+}
