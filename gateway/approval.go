@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"connectrpc.com/connect"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -66,16 +67,31 @@ func (s *ApprovalService) Deny(ctx context.Context, req *connect.Request[pb.Appr
 
 // pending applies a person's decision, only to an execution that waits for one.
 func (s *ApprovalService) pending(ctx context.Context, id string, t pb.EventType, apply func(*pb.Execution)) (*pb.Execution, error) {
-	cur, err := s.Ledger.Get(ctx, id)
-	if err != nil {
-		return nil, connectError(err)
-	}
-	if cur.GetState() != pb.State_STATE_AWAITING_APPROVAL {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("execution %s is in %s, not waiting for approval", id, cur.GetState()))
-	}
-	x, err := s.Ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: t, Apply: apply})
+	x, err := s.Ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: t, Apply: apply,
+		Require: undecided(t, pb.State_STATE_AWAITING_APPROVAL)})
 	if err != nil {
 		return nil, connectError(err)
 	}
 	return x, nil
+}
+
+// undecided makes "nobody has decided yet" a condition of a person's
+// decision itself: Require is checked on the head that the append's
+// compare-and-set is taken on, so of two racing decisions (an approval and
+// a denial, two denials) exactly one lands and the other is refused with
+// the state the first one left. A check before the append alone let the
+// loser decide again on the winner's event under the ledger's table, which
+// lets a denial follow an authorization: both callers were told they
+// decided, and the denier's name replaced the approver's.
+func undecided(t pb.EventType, states ...pb.State) func(*pb.Execution, time.Time) error {
+	return func(x *pb.Execution, _ time.Time) error {
+		if slices.Contains(states, x.GetState()) {
+			return nil
+		}
+		err := &ledger.IllegalTransitionError{ExecutionID: x.GetExecutionId(), Event: t, State: x.GetState(), Want: states}
+		if by := x.GetAuthorizedBy(); by != "" {
+			return fmt.Errorf("%w (decided by %s; a person's decision stands)", err, by)
+		}
+		return err
+	}
 }

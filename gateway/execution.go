@@ -108,12 +108,22 @@ func (s *ExecutionService) Deny(ctx context.Context, req *connect.Request[pb.Den
 	if err != nil {
 		return nil, err
 	}
-	x, err := s.change(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_DENIED, "", func(x *pb.Execution) {
-		x.Reason = m.GetReason()
-		x.AuthorizedBy = by
-	})
+	// Only an execution nobody authorized yet, or one that could not be
+	// sent (not resumed, then): an authorization is not overwritten by a
+	// later or racing denial. The authorizer of a NOT_SENT execution stays
+	// on the record; the reason names the denier.
+	x, err := s.Ledger.Transition(ctx, ledger.Change{ExecutionID: m.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_DENIED,
+		Require: undecided(pb.EventType_EVENT_TYPE_DENIED, pb.State_STATE_ACCEPTED, pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_NOT_SENT),
+		Apply: func(x *pb.Execution) {
+			x.Reason = m.GetReason()
+			if x.GetAuthorizedBy() == "" {
+				x.AuthorizedBy = by
+				return
+			}
+			x.Reason = "denied by " + by + " after authorization by " + x.GetAuthorizedBy() + ": " + m.GetReason()
+		}})
 	if err != nil {
-		return nil, err
+		return nil, connectError(err)
 	}
 	return connect.NewResponse(&pb.DenyResponse{Execution: x}), nil
 }

@@ -23,7 +23,7 @@ type SessionOwners interface {
 	Owner(ctx context.Context, sessionID string) (string, error)
 }
 
-const ownerLookupMax = 2 * time.Second
+const ownerLookupMax = 5 * time.Second
 
 // SetOwners lets the gateway record and look up session owners; self is
 // this gateway's base URL (known once it listens).
@@ -37,7 +37,10 @@ func (g *Gateway) SetOwners(o SessionOwners, self string) {
 // gateway that does. It reports whether it handled the request. The owner
 // learns how long ago the request's bytes arrived here (arrivalAgeHeader;
 // "unknown" when arrivedAt is zero): its own connection is this
-// gateway's, where the agent's pipelining is not visible.
+// gateway's, where the agent's pipelining is not visible. When the owner
+// cannot be looked up (the ledger slow or away), the answer is 503 with
+// Retry-After, not "session not found": a 404 makes the client drop a
+// session that may well be alive on another gateway.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID string, arrivedAt time.Time) bool {
 	g.mu.Lock()
 	owners, self, local := g.owners, g.self, g.local[sessionID]
@@ -48,7 +51,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID stri
 	ctx, cancel := context.WithTimeout(r.Context(), ownerLookupMax)
 	owner, err := owners.Owner(ctx, sessionID)
 	cancel()
-	if err != nil || owner == "" || owner == self {
+	if err != nil {
+		g.log.Warn("session owner lookup failed; answering 503", "err", err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"error":"the session's gateway could not be looked up; retry"}`, http.StatusServiceUnavailable)
+		return true
+	}
+	if owner == "" || owner == self {
 		return false
 	}
 	target, err := url.Parse(owner)

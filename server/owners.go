@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/trust"
@@ -22,6 +23,9 @@ type sessionOwners struct {
 	id      string
 	keyring *trust.Keyring
 	log     *slog.Logger
+
+	mu   sync.Mutex
+	meta jetstream.Stream // looked up once: a stream's info is a round trip of its own
 }
 
 func ownerSubject(sessionID string) string {
@@ -29,13 +33,13 @@ func ownerSubject(sessionID string) string {
 	return "pc.meta.session." + hex.EncodeToString(sum[:16])
 }
 
-func (s sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) error {
+func (s *sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) error {
 	_, err := s.js.Publish(ctx, ownerSubject(sessionID), []byte(s.id+" "+ownerURL), jetstream.WithExpectLastSequencePerSubject(0))
 	return err
 }
 
-func (s sessionOwners) Owner(ctx context.Context, sessionID string) (string, error) {
-	st, err := s.js.Stream(ctx, metaStream)
+func (s *sessionOwners) Owner(ctx context.Context, sessionID string) (string, error) {
+	st, err := s.metaStream(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -58,4 +62,18 @@ func (s sessionOwners) Owner(ctx context.Context, sessionID string) (string, err
 	}
 	s.log.Warn("session owner record names no enrolled gateway address; not forwarding", "gateway", gatewayID, "url", url)
 	return "", nil
+}
+
+// metaStream returns the meta stream's handle, looked up on first use.
+func (s *sessionOwners) metaStream(ctx context.Context) (jetstream.Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.meta == nil {
+		st, err := s.js.Stream(ctx, metaStream)
+		if err != nil {
+			return nil, err
+		}
+		s.meta = st
+	}
+	return s.meta, nil
 }

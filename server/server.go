@@ -419,7 +419,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.mcp = mg
-	mg.SetOwners(sessionOwners{js: g.nats.js, id: id, keyring: g.Keyring, log: g.log}, scheme+g.Addr)
+	mg.SetOwners(&sessionOwners{js: g.nats.js, id: id, keyring: g.Keyring, log: g.log}, scheme+g.Addr)
 	binder, err := toolcall.New(cfg.Tools)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ var callerRoles = map[string][]auth.Role{
 	"deploy-runner": {auth.Executor},
 	"other-runner":  {auth.Executor},
 	"alice":         {auth.Approver},
+	"bob":           {auth.Approver},
 	"finance-bot":   {auth.Finance},
 	"cfo":           {auth.BudgetAdmin},
 	"analyst-1":     {auth.Analyst},

@@ -72,7 +72,7 @@ func TestMCPPipelinedRequestIsNoEvidence(t *testing.T) {
 		{"session, through another gateway", true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			release := fmt.Sprintf("pipe-%v-%v", tc.session, tc.apart)
+			release := fmt.Sprintf("pipe-%v-%v-%v", tc.session, tc.apart, tc.forwarded)
 			args := map[string]any{"release_id": release}
 			var callH, pingH map[string]string
 			var callBody, pingBody string
