@@ -294,7 +294,14 @@ func detail(ev *pb.Event, x *pb.Execution) string {
 	switch ev.GetType() {
 	case pb.EventType_EVENT_TYPE_RESULT_OBSERVED, pb.EventType_EVENT_TYPE_RESOLVED_COMPLETED:
 		return fmt.Sprintf("target answered %d", x.GetTargetStatus())
-	case pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN, pb.EventType_EVENT_TYPE_NOT_SENT, pb.EventType_EVENT_TYPE_DENIED:
+	case pb.EventType_EVENT_TYPE_OUTCOME_UNKNOWN, pb.EventType_EVENT_TYPE_NOT_SENT:
+		return x.GetReason()
+	case pb.EventType_EVENT_TYPE_AUTHORIZED:
+		return "by " + x.GetAuthorizedBy()
+	case pb.EventType_EVENT_TYPE_DENIED:
+		if by := x.GetAuthorizedBy(); by != "" && !strings.Contains(x.GetReason(), by) {
+			return "by " + by + ": " + x.GetReason()
+		}
 		return x.GetReason()
 	case pb.EventType_EVENT_TYPE_ACCEPTED, pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED:
 		return "tool " + x.GetTool() + ", actor " + x.GetActor()

@@ -73,3 +73,21 @@ func TestInvestigateNoAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A person's decision in the timeline names the person: who approved, who
+// denied (a denial's reason from the ApprovalService already does).
+func TestTimelineNamesWhoDecided(t *testing.T) {
+	for _, tc := range []struct {
+		ev     pb.EventType
+		x      *pb.Execution
+		detail string
+	}{
+		{pb.EventType_EVENT_TYPE_AUTHORIZED, &pb.Execution{AuthorizedBy: "alice"}, "by alice"},
+		{pb.EventType_EVENT_TYPE_DENIED, &pb.Execution{AuthorizedBy: "bob", Reason: "freeze"}, "by bob: freeze"},
+		{pb.EventType_EVENT_TYPE_DENIED, &pb.Execution{AuthorizedBy: "bob", Reason: "denied by bob: freeze"}, "denied by bob: freeze"},
+	} {
+		if got := detail(&pb.Event{Type: tc.ev}, tc.x); got != tc.detail {
+			t.Errorf("%s: %q, want %q", tc.ev, got, tc.detail)
+		}
+	}
+}

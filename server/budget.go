@@ -14,9 +14,8 @@ import (
 )
 
 // ReadBudget delivers every budget event the ledger holds now, in stream
-// order, for export and offline verification. With the embedded default
-// the gateway on the same data dir must be stopped; use --nats-url (the
-// gateway writes its address to DATA_DIR/nats.url) to read a live one.
+// order, for export and offline verification. Given the data dir of a
+// running gateway it reads through that gateway's server (openRunning).
 func ReadBudget(ctx context.Context, o Options, deliver func(seq uint64, d *pb.BudgetDecision) error) error {
 	n, _, err := openForToolAs(o, natsauth.Finance)
 	if err != nil {

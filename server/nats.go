@@ -60,6 +60,7 @@ type natsConn struct {
 	credsDir string // the data dir holding the embedded server's credentials
 	role     natsauth.Role
 	stage    staging // batch staging directories on a tmpfs (staging.go)
+	unlock   func()  // releases the data directory's lock (embedded server only)
 }
 
 // NATSStreams names every stream of the ledger and the one finance reads,
@@ -112,6 +113,22 @@ func openNATSAs(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, erro
 		if role != natsauth.Gateway && !fileExists(filepath.Join(o.DataDir, "jetstream")) {
 			return nil, fmt.Errorf("no ledger in %s (no jetstream directory; give the data dir of a gateway, or --nats-url)", o.DataDir)
 		}
+		// One embedded server per store: a second one on a live store
+		// (an operator command given a running gateway's --data-dir) would
+		// write to the gateway's files behind its back.
+		release, busy, err := lockDataDir(o.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", filepath.Join(o.DataDir, dataLockFile), err)
+		}
+		if busy {
+			return openRunning(o, lg, role)
+		}
+		started := false
+		defer func() {
+			if !started {
+				release()
+			}
+		}()
 		if err := natsauth.EnsureFiles(o.DataDir); err != nil {
 			return nil, err
 		}
@@ -160,13 +177,16 @@ func openNATSAs(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, erro
 		}
 		n.server, n.credsDir = ns, o.DataDir
 		n.url = ns.ClientURL()
-		_ = os.WriteFile(filepath.Join(o.DataDir, "nats.url"), []byte(n.url+"\n"), 0o600)
+		if role == natsauth.Gateway { // where operator commands and joining gateways find it
+			_ = os.WriteFile(filepath.Join(o.DataDir, natsURLFile), []byte(n.url+"\n"), 0o600)
+		}
 		nc, err := n.connectEmbedded(role, lg)
 		if err != nil {
 			ns.Shutdown()
+			ns.WaitForShutdown()
 			return nil, err
 		}
-		n.conn = nc
+		n.conn, n.unlock, started = nc, release, true
 	}
 	js, err := jetstream.New(n.conn)
 	if err != nil {
@@ -175,6 +195,29 @@ func openNATSAs(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, erro
 	}
 	n.js = js
 	return n, nil
+}
+
+// natsURLFile in a data directory holds the client URL of the embedded
+// server a running gateway started there.
+const natsURLFile = "nats.url"
+
+// openRunning opens the NATS of the gateway running on o.DataDir (it holds
+// the directory's lock) through the URL it wrote, as role with the role's
+// credentials from the data directory: an operator command given a live
+// gateway's --data-dir reads through that gateway's server. A second
+// gateway on the same directory is refused.
+func openRunning(o Options, lg *slog.Logger, role natsauth.Role) (*natsConn, error) {
+	if role == natsauth.Gateway {
+		return nil, fmt.Errorf("%s is in use: a running gateway holds %s; stop it, or give this one its own --data-dir and join the ledger with --nats-url \"$(cat %s)\"",
+			o.DataDir, filepath.Join(o.DataDir, dataLockFile), filepath.Join(o.DataDir, natsURLFile))
+	}
+	raw, err := os.ReadFile(filepath.Join(o.DataDir, natsURLFile))
+	if err != nil {
+		return nil, fmt.Errorf("a gateway is running on %s (it holds %s), but its address cannot be read: %w; give --nats-url", o.DataDir, dataLockFile, err)
+	}
+	o.NatsURL = strings.TrimSpace(string(raw))
+	lg.Info("a gateway is running on this data dir; reading the ledger through its NATS server", "url", o.NatsURL)
+	return openNATSAs(o, lg, role)
 }
 
 // connectEmbedded opens an in-process connection to the embedded server as role.
@@ -439,6 +482,9 @@ func (n *natsConn) close() {
 		n.server.WaitForShutdown()
 	}
 	n.stage.stop()
+	if n.unlock != nil {
+		n.unlock()
+	}
 }
 
 // metaStream holds the ledger's meta records (trust records, the

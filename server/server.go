@@ -450,7 +450,8 @@ const CompressMinBytes = 8 << 10
 
 func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, binder *toolcall.Binder, authz connect.Interceptor) (*http.Server, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", g.Metrics.MCP(mg.Handler(), g.tracer))
+	known := func(tool string) bool { _, ok := cfg.Tools[tool]; return ok }
+	mux.Handle("/mcp", g.Metrics.MCP(mg.Handler(), g.tracer, known))
 	mux.Handle("/metrics", g.Metrics.Handler())
 	mux.Handle("/healthz", telemetry.Live())
 	mux.Handle("/readyz", g.Readiness.Ready())

@@ -50,7 +50,7 @@ func BenchmarkMCPMiddleware(b *testing.B) {
 	m := NewMetrics()
 	h := m.MCP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-	}), noop.NewTracerProvider())
+	}), noop.NewTracerProvider(), func(string) bool { return true })
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"bench-agent","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},"name":"deploy_release","arguments":{"release_id":"r-6"}}}`
 	w := httptest.NewRecorder()
 	b.ReportAllocs()

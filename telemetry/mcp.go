@@ -57,14 +57,32 @@ func traceCarrier(meta json.RawMessage, fields []string) propagation.MapCarrier 
 	return carrier
 }
 
+// OtherValue stands for a method or tool name that is not one of a known
+// set, in metric labels and span names (the OpenTelemetry conventions'
+// "_OTHER"): an agent that may call any name must not mint a series per
+// name, nor put its text (a secret pasted by mistake, 5 000 characters)
+// into /metrics.
+const OtherValue = "_OTHER"
+
+// mcpMethods are the MCP methods a label may name.
+var mcpMethods = map[string]bool{
+	"initialize": true, "ping": true, "tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"tasks/get": true, "tasks/result": true, "tasks/list": true, "tasks/cancel": true,
+}
+
 // MCP wraps the /mcp handler: for every JSON-RPC request POSTed it observes
 // mcp_server_operation_duration_seconds{mcp_method_name, gen_ai_tool_name,
 // error_type} and opens a server span named after the method (and tool)
 // that continues the trace an MCP client sends as
-// params._meta.traceparent / tracestate (W3C Trace Context). Responses and
-// GETs (event streams) pass through untouched. tp nil or the no-op
-// provider (no exporter configured): no spans, and _meta is not decoded.
-func (m *Metrics) MCP(next http.Handler, tp trace.TracerProvider) http.Handler {
+// params._meta.traceparent / tracestate (W3C Trace Context). A method
+// outside MCP's and a tool that tools does not know are OtherValue there.
+// Responses and GETs (event streams) pass through untouched. tp nil or
+// the no-op provider (no exporter configured): no spans, and _meta is not
+// decoded.
+func (m *Metrics) MCP(next http.Handler, tp trace.TracerProvider, tools func(name string) bool) http.Handler {
 	var tracer trace.Tracer
 	if _, off := tp.(noop.TracerProvider); tp != nil && !off {
 		tracer = tp.Tracer("github.com/portcullis-dev/portcullis/telemetry")
@@ -86,19 +104,25 @@ func (m *Metrics) MCP(next http.Handler, tp trace.TracerProvider) http.Handler {
 			next.ServeHTTP(w, r) // a notification, a response, a batch or not JSON
 			return
 		}
-		tool := ""
-		if req.Method == "tools/call" {
+		method, tool := req.Method, ""
+		if !mcpMethods[method] {
+			method = OtherValue
+		}
+		if method == "tools/call" {
 			tool = req.Params.Name
+			if !tools(tool) {
+				tool = OtherValue
+			}
 		}
 		ctx := r.Context()
 		var span trace.Span
 		if tracer != nil {
 			ctx = prop.Extract(ctx, traceCarrier(req.Params.Meta, prop.Fields()))
-			name := req.Method
+			name := method
 			if tool != "" {
 				name += " " + tool
 			}
-			attrs := []attribute.KeyValue{attribute.String(attrMethod, req.Method), attribute.String(attrReqID, string(req.ID))}
+			attrs := []attribute.KeyValue{attribute.String(attrMethod, method), attribute.String(attrReqID, string(req.ID))}
 			if tool != "" {
 				attrs = append(attrs, attribute.String(attrTool, tool))
 			}
@@ -118,7 +142,7 @@ func (m *Metrics) MCP(next http.Handler, tp trace.TracerProvider) http.Handler {
 		case r.Context().Err() != nil:
 			errType = "canceled" // the client went away before the answer was written
 		}
-		m.mcpDuration.WithLabelValues(req.Method, tool, errType).Observe(time.Since(start).Seconds())
+		m.mcpDuration.WithLabelValues(method, tool, errType).Observe(time.Since(start).Seconds())
 		if span != nil {
 			if errType != "" {
 				span.SetAttributes(attribute.String(attrError, errType))

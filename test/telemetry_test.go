@@ -21,6 +21,7 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/server"
+	"github.com/portcullis-dev/portcullis/telemetry"
 )
 
 // plainBegin is a Begin that names only what a caller must: the tool's
@@ -125,7 +126,15 @@ func TestMetricsAfterIncident(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("tools/call: %v %v", res, err)
 	}
+	// Names an agent makes up (a tool that does not exist, a method MCP
+	// does not have) count under _OTHER: they mint no series of their own
+	// and their text never reaches /metrics.
+	if _, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: "sk_live_madeup_tool", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("tools/call of an unknown tool succeeded")
+	}
 	_ = sess.Close()
+	h, body := modernRequest(9, "sk_live_madeup/method", "", nil, nil, false)
+	rawPost(t, g, agentToken, h, body)
 
 	// An executor's payment: dispatched, then its answer is lost.
 	c := client(g)
@@ -209,6 +218,17 @@ func TestMetricsAfterIncident(t *testing.T) {
 
 	mcpOp := "mcp_server_operation_duration_seconds"
 	wantSample(t, m, mcpOp, map[string]string{"mcp_method_name": "tools/call", "gen_ai_tool_name": "deploy_release", "error_type": ""}, 1)
+	wantSample(t, m, mcpOp, map[string]string{"mcp_method_name": "tools/call", "gen_ai_tool_name": telemetry.OtherValue}, 1)
+	wantAtLeast(t, m, mcpOp, map[string]string{"mcp_method_name": telemetry.OtherValue, "gen_ai_tool_name": ""}, 1)
+	resp, err := http.Get("http://" + g.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(raw), "sk_live_madeup") {
+		t.Fatal("/metrics carries a name an agent made up")
+	}
 }
 
 // Readiness follows NATS: a gateway joined to a NATS server reports ready
