@@ -24,10 +24,13 @@ import (
 // or an array, every string in it), each as sent, JSON-escaped (Go's
 // escaping with and without HTML escapes, and all non-ASCII as \uXXXX in
 // lower- and upper-case hex) and URL-escaped (query and path), and at the
-// end of a cut (truncated) body the start of one. Not found: a value
-// shorter than MinSecretBytes (replacing it everywhere would mangle
-// answers), a number or boolean, and a value the target transformed in any
-// other way (base64, hashed, re-cased, split).
+// end of a cut (truncated) body the start of one. A number is found by its
+// digits as sent. A value shorter than MinSecretBytes (replacing it
+// everywhere would mangle answers) is found only as a whole JSON string,
+// quotes included ("Qz9" as a value or a key of the echoed request). Not
+// found: a short value outside quotes, a short number, a boolean, and a
+// value the target transformed in any other way (base64, hashed,
+// re-cased, split).
 const MinSecretBytes = 4
 
 // Secrets are the forms of a call's secret argument values to redact.
@@ -59,11 +62,19 @@ func SecretsOf(paths []string, args []byte) Secrets {
 			continue
 		}
 		marker := "[secret:" + p + "]"
-		strs(v, func(val string) {
+		add := func(text, marker string) {
+			if !seen[text] {
+				seen[text] = true
+				s.forms = append(s.forms, secretForm{text: text, marker: marker})
+			}
+		}
+		strs(v, func(val string, quoted bool) {
 			for _, f := range forms(val) {
-				if len(f) >= MinSecretBytes && !seen[f] {
-					seen[f] = true
-					s.forms = append(s.forms, secretForm{text: f, marker: marker})
+				switch {
+				case len(f) >= MinSecretBytes:
+					add(f, marker)
+				case quoted && f != "":
+					add(`"`+f+`"`, `"`+marker+`"`)
 				}
 			}
 		})
@@ -87,11 +98,14 @@ func lookup(root map[string]any, path []string) (any, bool) {
 	return cur, true
 }
 
-// strs calls f with every string in v (v itself, or nested in it).
-func strs(v any, f func(string)) {
+// strs calls f with every string and number in v (v itself, or nested in
+// it); quoted says it was a JSON string.
+func strs(v any, f func(val string, quoted bool)) {
 	switch v := v.(type) {
 	case string:
-		f(v)
+		f(v, true)
+	case json.Number:
+		f(v.String(), false)
 	case []any:
 		for _, e := range v {
 			strs(e, f)
