@@ -18,6 +18,9 @@ var (
 	viewExecutions = []auth.Role{auth.Analyst, auth.Approver}
 	actExecutions  = []auth.Role{auth.Approver}
 	viewBudgets    = []auth.Role{auth.Finance, auth.BudgetAdmin}
+	// signInRoles: a caller holding none of them has no page to see, so it
+	// is refused at the sign-in (an executor, say), not on every page.
+	signInRoles = []auth.Role{auth.Approver, auth.Analyst, auth.Finance, auth.BudgetAdmin}
 )
 
 // hasAny reports whether p holds one of roles (the local operator holds

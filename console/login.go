@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -71,6 +72,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			msg = "Without callers, " + auth.LocalOperator + " signs in only from this machine (a loopback address)."
 		}
 		c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, Error: msg})
+		return
+	}
+	if !hasAny(p, signInRoles) {
+		c.log.Info("console sign-in refused: no console role", "caller", p.Name, "roles", p.Roles)
+		c.renderLogin(w, r, http.StatusForbidden, loginData{Next: next,
+			Error: fmt.Sprintf("You are %s (roles: %s). The console needs the role %s.", p.Name, rolesText(p.Roles), rolesOr(signInRoles))})
 		return
 	}
 	s := c.sessions.create(p)

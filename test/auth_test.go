@@ -329,7 +329,7 @@ func TestAuthAttacksAndAuthors(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := cli(nil, "approvals", "list"); err == nil || !strings.Contains(out, "unauthenticated") {
+	if out, err := cli(nil, "approvals", "list"); err == nil || !strings.Contains(out, "unauthenticated") || !strings.Contains(out, "--token") {
 		t.Fatalf("approvals list without a token: %v\n%s", err, out)
 	}
 	if out, err := cli(nil, "approvals", "list", "--token", tokens["alice"]); err != nil || !strings.Contains(out, id) {

@@ -213,6 +213,13 @@ func TestConsoleSessionsCSRFAndRoles(t *testing.T) {
 	if r, body := anon.do("POST", "/console/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {"wrong"}}); r.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "known caller") {
 		t.Fatalf("unknown token: %d", r.StatusCode)
 	}
+	// A caller with no console role (the executor) is refused at the
+	// sign-in, saying which roles the console needs, and gets no session.
+	_, page = anon.do("GET", "/console/login", nil)
+	if r, body := anon.do("POST", "/console/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {"runner-token"}}); r.StatusCode != http.StatusForbidden ||
+		!strings.Contains(body, "needs the role approver or analyst") || len(r.Cookies()) > 1 {
+		t.Fatalf("executor sign-in: %d %v\n%s", r.StatusCode, r.Cookies(), body)
+	}
 
 	alice := newConsoleClient(t, g.Addr)
 	_, page = alice.do("GET", "/console/login", nil)

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/portcullis-dev/portcullis/server"
@@ -17,6 +18,9 @@ import (
 func main() {
 	if err := root().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "portcullis:", err)
+		if connect.CodeOf(err) == connect.CodeUnauthenticated {
+			fmt.Fprintln(os.Stderr, "portcullis: give the token of a caller in the gateway's callers: with --token TOKEN or $PORTCULLIS_TOKEN")
+		}
 		os.Exit(1)
 	}
 }
