@@ -142,7 +142,9 @@ func Investigate(executionID string, events []Stored) Investigation {
 	sessions := map[string][]string{}
 	for id, evs := range byExec {
 		for _, s := range evs {
-			if c := s.Event.GetExecutionChanged().GetCorrelation(); c != nil && (s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ATTACHED) {
+			// A call without a correlation (a Connect caller that named
+			// none) is a call without a session.
+			if c := s.Event.GetExecutionChanged().GetCorrelation(); s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ATTACHED {
 				key := c.GetSessionId()
 				sessions[key] = append(sessions[key], fmt.Sprintf("%s: %s of %s (actor %s, request %s)", at(s), "call", id, s.Event.GetExecutionChanged().GetExecution().GetActor(), c.GetJsonrpcId()))
 			}
@@ -267,6 +269,9 @@ func Investigate(executionID string, events []Stored) Investigation {
 	switch {
 	case len(att) > 0:
 		q5.Answer = fmt.Sprintf("reused: %d later call(s) attached to %s (Idempotency-Key %s)", len(att), executionID, executionID)
+		if len(disp) == 0 {
+			q5.Answer = fmt.Sprintf("reused: %d later call(s) attached to %s; it was never sent, so no Idempotency-Key reached a target", len(att), executionID)
+		}
 		if len(disp) > 1 {
 			q5.Answer += fmt.Sprintf("; it was resent %d time(s) with the same key", len(disp)-1)
 		}

@@ -33,6 +33,15 @@ var (
 	observed   = step{typ: pb.EventType_EVENT_TYPE_RESULT_OBSERVED, state: pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED}
 )
 
+// withoutCorrelation drops the events' correlations, as a Connect caller
+// that names none leaves them.
+func withoutCorrelation(evs []Stored) []Stored {
+	for _, s := range evs {
+		s.Event.GetExecutionChanged().Correlation = nil
+	}
+	return evs
+}
+
 // The investigation's "no" answers, each from the events that prove it.
 func TestInvestigateNoAnswers(t *testing.T) {
 	const id = "act_01M8MFY3Q2ABCDEFGHJKMNPQRS"
@@ -61,6 +70,12 @@ func TestInvestigateNoAnswers(t *testing.T) {
 		"two sessions, a new attempt": {append(history(id, 1, accepted, dispatched, observed),
 			history("act_01M8MFY3Q2ABCDEFGHJKMNPQRT", 10, step{typ: pb.EventType_EVENT_TYPE_ACCEPTED, state: pb.State_STATE_ACCEPTED, session: "s-2"})...),
 			[5]string{"2 agent sessions", "", "", "yes: the target completed", "new attempt(s): act_01M8MFY3Q2ABCDEFGHJKMNPQRT"}},
+		"a retry of a pending approval: reused, never sent": {history(id, 1,
+			step{typ: pb.EventType_EVENT_TYPE_ACCEPTED, state: pb.State_STATE_AWAITING_APPROVAL, session: "s-1"},
+			step{typ: pb.EventType_EVENT_TYPE_ATTACHED, state: pb.State_STATE_AWAITING_APPROVAL, session: "s-1"}),
+			[5]string{"one:", "no: it waits for approval", "", "", "reused: 1 later call(s) attached to " + id + "; it was never sent, so no Idempotency-Key reached a target"}},
+		"Connect calls without a correlation": {withoutCorrelation(history(id, 1, accepted, step{typ: pb.EventType_EVENT_TYPE_ATTACHED, state: pb.State_STATE_ACCEPTED})),
+			[5]string{"unknown: 2 call(s) carried no session", "", "", "", ""}},
 	} {
 		inv := Investigate(id, tc.events)
 		if len(inv.Answers) != 5 {
