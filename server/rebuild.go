@@ -22,9 +22,13 @@ import (
 )
 
 // Rebuild throws the views away and folds them again from the streams,
-// reporting progress. The gateway must not be running on the same data
-// directory (Pebble's lock refuses a second opener).
+// reporting progress. A gateway running on the same data directory is
+// refused: the rebuild is folded apart and swapped in for the views
+// directory, which would pull the live views from under that gateway.
 func Rebuild(ctx context.Context, o Options, progress func(applied, total uint64)) error {
+	if err := viewsNotInUse(filepath.Join(o.DataDir, "views")); err != nil {
+		return err
+	}
 	n, lg, err := openForTool(o)
 	if err != nil {
 		return err
@@ -246,4 +250,17 @@ func exportLanes(t audit.LedgerTrust) (ledger.Lanes, error) {
 		return 0, err
 	}
 	return rootLanes(root), nil
+}
+
+// viewsNotInUse refuses views a running gateway holds (Pebble's lock in
+// the directory); views that do not exist yet are not in use.
+func viewsNotInUse(dir string) error {
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	v, err := pebbleviews.Open(dir)
+	if err != nil {
+		return fmt.Errorf("the views in %s are in use (is a gateway running on this data directory? stop it before rebuilding its views): %w", dir, err)
+	}
+	return v.Close()
 }

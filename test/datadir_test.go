@@ -19,8 +19,9 @@ import (
 // given only a running gateway's --data-dir reads through that gateway's
 // NATS (it used to start a second server on the live store and overwrite
 // nats.url with its own address); a second gateway on the directory is
-// refused. Once the gateway is gone (SIGKILL: the kernel drops its lock),
-// the same command starts its own embedded server on the stopped store.
+// refused, and so is rebuilding its views. Once the gateway is gone
+// (SIGKILL: the kernel drops its lock), the same commands start their own
+// embedded server on the stopped store.
 func TestLiveDataDirIsNotOpenedTwice(t *testing.T) {
 	ctx := context.Background()
 	dataDir, cfg, addr := t.TempDir(), writeConfig(t), freeAddr(t)
@@ -65,6 +66,11 @@ func TestLiveDataDirIsNotOpenedTwice(t *testing.T) {
 	if _, err := c.MarkDispatched(ctx, connect.NewRequest(&pb.MarkDispatchedRequest{ExecutionId: id})); err != nil {
 		t.Fatalf("the gateway after the readers: %v", err)
 	}
+	// Rebuilding a live gateway's views is refused: the swap would pull
+	// them from under it.
+	if out, err := exec.Command(binary, "rebuild", "--data-dir", dataDir).CombinedOutput(); err == nil || !strings.Contains(string(out), "in use") {
+		t.Fatalf("rebuild on a live data dir: %v\n%s", err, out)
+	}
 	out, err := exec.Command(binary, "serve", "--data-dir", dataDir, "--listen", freeAddr(t), "--config", cfg).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use") {
 		t.Fatalf("a second gateway on a live data dir: %v\n%s", err, out)
@@ -77,5 +83,8 @@ func TestLiveDataDirIsNotOpenedTwice(t *testing.T) {
 	out, err = exec.Command(binary, "audit", "verify", "--data-dir", dataDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "verified") {
 		t.Fatalf("audit verify of the stopped gateway's data dir: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(binary, "rebuild", "--data-dir", dataDir).CombinedOutput(); err != nil {
+		t.Fatalf("rebuild of the stopped gateway's views: %v\n%s", err, out)
 	}
 }
