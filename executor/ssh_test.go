@@ -1,8 +1,13 @@
 package executor
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -37,6 +42,11 @@ func TestParseMarker(t *testing.T) {
 		if err != nil || m != tc.m || code != tc.code || body != tc.body {
 			t.Errorf("%q: %v %d %q %v", tc.out, m, code, body, err)
 		}
+	}
+	// Output read back is capped like any result (3 MB of it could never
+	// be recorded: an event holds at most 1 MiB).
+	if _, _, body, err := parseMarker([]byte("done 0\n" + strings.Repeat("x", 3<<20))); err != nil || len(body) != MaxResultBytes {
+		t.Errorf("a long output read back: %d bytes, %v; want %d", len(body), err, MaxResultBytes)
 	}
 }
 
@@ -84,4 +94,48 @@ func FuzzParseMarker(f *testing.F) {
 			t.Fatalf("%q: marker %v without error", b, m)
 		}
 	})
+}
+
+// The remote wrapper, run by a local shell: a request that arrives after
+// its start-by time is refused before anything is created or run (exit
+// 223, no marker), so a status query's "absent" after the dispatch
+// deadline stays true; in time it runs once, and a second start of the
+// same execution is refused (222).
+func TestWrapperRefusesLateStart(t *testing.T) {
+	home := t.TempDir()
+	ran := filepath.Join(home, "ran")
+	const id = "act_01M92FZBA2XPH4NFQB6HTY1SQZ"
+	run := func(startBy time.Time) int {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", wrapper(id, "echo run >> "+ran+"; exit 5", startBy))
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		cmd.Stdin = strings.NewReader(`{}`)
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if code := run(time.Now().Add(-time.Minute)); code != tooLate {
+		t.Fatalf("late start: exit %d, want %d", code, tooLate)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".portcullis", "runs", id)); !os.IsNotExist(err) {
+		t.Fatalf("a late start left a marker: %v", err)
+	}
+	if _, err := os.Stat(ran); !os.IsNotExist(err) {
+		t.Fatal("a late start ran the command")
+	}
+	if code := run(time.Now().Add(time.Minute)); code != 5 {
+		t.Fatalf("start in time: exit %d, want the command's 5", code)
+	}
+	if code := run(time.Now().Add(time.Minute)); code != alreadyStarted {
+		t.Fatalf("second start: exit %d, want %d", code, alreadyStarted)
+	}
+	if b, _ := os.ReadFile(ran); string(b) != "run\n" {
+		t.Fatalf("the command ran %q, want once", b)
+	}
 }

@@ -11,11 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/portcullis-dev/portcullis/executor"
 )
 
 // sshd is a real OpenSSH server on a loopback port, for the SSH executor.
@@ -24,6 +27,7 @@ type sshd struct {
 	hostKey string // authorized_keys line to pin
 	keyFile string // the client's private key
 	home    string // the remote account's HOME (markers live below it)
+	proc    *os.Process
 }
 
 func startSSHD(t *testing.T) *sshd {
@@ -107,7 +111,7 @@ SetEnv HOME=%s
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &sshd{addr: addr, hostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))), keyFile: filepath.Join(dir, "client_key"), home: home}
+	return &sshd{addr: addr, hostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))), keyFile: filepath.Join(dir, "client_key"), home: home, proc: cmd.Process}
 }
 
 // SSH: the agent's connection is cut after the remote command started; the
@@ -230,4 +234,45 @@ func findSSHD() string {
 		return "/usr/sbin/sshd"
 	}
 	return ""
+}
+
+// A server that accepts the connection and then stalls (sshd stopped: the
+// kernel completes the TCP handshake, nothing answers) does not hold a
+// dispatch past its tool timeout, and what it finds queued when it wakes
+// up never runs: the executor bounds connect, handshake and start by the
+// start-by time and hangs up, and answers NotSent (no start request was
+// sent). Before, only the TCP connect was bounded: the handshake waited
+// for the server, and the command started after the dispatch deadline,
+// when a retry had already proven its absence and run it anew.
+func TestSSHStalledServerNeverStartsLate(t *testing.T) {
+	sd := startSSHD(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	whoami := strings.TrimSpace(string(must(exec.Command("id", "-un").Output())))
+	r := executor.SSHRequest{Target: whoami + "@" + sd.addr, HostKey: sd.hostKey, CredentialRef: "file:" + sd.keyFile,
+		Command: "echo run >> " + ran, ExecutionID: "act_01M92FZBA2XPH4NFQB6HTY1SQZ", Timeout: time.Second}
+	if err := sd.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan struct{})
+	go func() { // whatever Do does, the server wakes up after 4 s
+		time.Sleep(4 * time.Second)
+		_ = sd.proc.Signal(syscall.SIGCONT)
+		close(resumed)
+	}()
+	o := executor.SSH{}.Do(r)
+	if o.Observed != executor.NotSent {
+		t.Fatalf("stalled server: %+v, want NotSent", o)
+	}
+	<-resumed
+	// The woken server finds the queued connection; nothing may run.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, _, _, err := executor.SSH{}.Ask(ctx, r)
+	if err != nil || m != executor.MarkerAbsent {
+		t.Fatalf("marker after the server woke: %v %v, want absent", m, err)
+	}
+	time.Sleep(time.Second) // a late start would have written by now
+	if _, err := os.Stat(ran); !os.IsNotExist(err) {
+		t.Fatal("the command ran after its start-by time")
+	}
 }
