@@ -213,6 +213,12 @@ func sentAgainWhy(res ledger.BeginResult) string {
 		if r := x.GetReason(); r != "" {
 			why += " (" + r + ")"
 		}
+		switch x.GetChannel() {
+		case "ssh":
+			return why + "; sent again under the same execution id (" + id + "), whose remote marker refuses a second start, so the command runs at most once"
+		case "mcp":
+			return why + "; resent with the same idempotency key (" + id + ", in _meta io.portcullis/idempotency-key), which the contract says the upstream honours, so it performs the action at most once"
+		}
 		return why + "; resent with the same Idempotency-Key (" + id + "), which the target honours, so it performs the action at most once"
 	}
 	why := "attached to " + id + " and resumed it"

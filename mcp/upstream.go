@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-dev/portcullis/config"
@@ -93,9 +96,17 @@ func (g *Gateway) openUpstreams(cfg *config.Config) {
 	}
 }
 
+// MetaIdempotencyKey carries the execution id to an upstream MCP server in
+// the call's _meta, as the Idempotency-Key header does to an HTTP target:
+// the same on every resend of one execution. An upstream that dedupes by
+// it is what `retry: idempotency_key` on a channel: mcp tool claims.
+const MetaIdempotencyKey = "io.portcullis/idempotency-key"
+
 // callUpstream sends one call to the upstream tool: the upstream's answer
-// (an error result included) is the observed result.
-func (g *Gateway) callUpstream(t config.Tool, args []byte) executor.Outcome {
+// (an error result or a JSON-RPC error included) is the observed result.
+// A session the upstream no longer knows (it restarted: 404, nothing was
+// run) is opened again and the call sent once more.
+func (g *Gateway) callUpstream(t config.Tool, id string, args []byte) executor.Outcome {
 	u, ok := g.upstreams[t.Upstream]
 	if !ok {
 		return executor.Outcome{Observed: executor.NotSent, Reason: "no upstream named " + t.Upstream}
@@ -106,26 +117,39 @@ func (g *Gateway) callUpstream(t config.Tool, args []byte) executor.Outcome {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	s, err := u.connect(ctx)
-	if err != nil {
-		return executor.Outcome{Observed: executor.NotSent, Reason: "nothing was sent: " + err.Error()}
-	}
-	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: t.Name, Arguments: json.RawMessage(args)})
-	if err != nil {
+	params := &sdk.CallToolParams{Name: t.Name, Arguments: json.RawMessage(args), Meta: sdk.Meta{MetaIdempotencyKey: id}}
+	for try := 0; ; try++ {
+		s, err := u.connect(ctx)
+		if err != nil {
+			return executor.Outcome{Observed: executor.NotSent, Reason: "nothing was sent: " + err.Error()}
+		}
+		res, err := s.CallTool(ctx, params)
+		if err == nil {
+			return upstreamOutcome(res)
+		}
 		u.drop(s)
+		var rpcErr *jsonrpc.Error
+		switch {
+		case errors.Is(err, sdk.ErrSessionMissing) && try == 0:
+			continue // refused unread: the upstream did not know the session
+		case errors.Is(err, sdk.ErrSessionMissing):
+			return executor.Outcome{Observed: executor.NotSent, Reason: "the upstream refused the session twice (404), nothing was run: " + err.Error()}
+		case errors.As(err, &rpcErr):
+			return upstreamOutcome(&sdk.CallToolResult{IsError: true,
+				Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("upstream error %d: %s", rpcErr.Code, rpcErr.Message)}}})
+		}
 		why := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {
 			why = "no answer within " + timeout.String()
 		}
 		return executor.Outcome{Observed: executor.Unknown, Reason: "the call was handed to the upstream, no answer: " + why}
 	}
-	return upstreamOutcome(res)
 }
 
 // upstreamOutcome is the stored form of an upstream's CallToolResult:
-// status 1 for a tool error, 0 otherwise, the result's JSON as the body
-// (within the result cap, as text the ledger can record; a cut body is
-// marked truncated).
+// status 1 for a tool error, 0 otherwise, the result's JSON as the body.
+// A result over the cap is stored as a result still (its text cut, and
+// saying so), never as a cut JSON fragment an agent could not read.
 func upstreamOutcome(res *sdk.CallToolResult) executor.Outcome {
 	body, err := json.Marshal(res)
 	if err != nil {
@@ -136,8 +160,33 @@ func upstreamOutcome(res *sdk.CallToolResult) executor.Outcome {
 		status = 1
 	}
 	o := executor.Outcome{Observed: executor.Answered, Status: status, ContentType: mcpResultType}
-	o.Body, o.Truncated = executor.ResultText(body)
-	return o
+	if len(body) <= executor.MaxResultBytes {
+		o.Body = string(body)
+		return o
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	note := fmt.Sprintf("\n[truncated: the upstream's answer was %d bytes; the ledger keeps %d]", len(body), executor.MaxResultBytes)
+	kept, _ := executor.ResultText([]byte(text.String()))
+	for {
+		cut, err := json.Marshal(&sdk.CallToolResult{IsError: res.IsError, Content: []sdk.Content{&sdk.TextContent{Text: kept + note}}})
+		if err != nil {
+			return executor.Outcome{Observed: executor.Unknown, Reason: "unreadable upstream answer: " + err.Error()}
+		}
+		if len(cut) <= executor.MaxResultBytes || kept == "" {
+			o.Body, o.Truncated = string(cut), true
+			return o
+		}
+		n := max(len(kept)-(len(cut)-executor.MaxResultBytes)-1, 0)
+		for n > 0 && !utf8.RuneStart(kept[n]) {
+			n--
+		}
+		kept = kept[:n]
+	}
 }
 
 // mcpResultType marks a stored result that is an upstream CallToolResult.
@@ -164,8 +213,8 @@ type upstreamExecutor struct{ g *Gateway }
 
 var _ dispatch.Executor = upstreamExecutor{}
 
-func (u upstreamExecutor) Send(t config.Tool, _ string, args []byte) executor.Outcome {
-	return u.g.callUpstream(t, args)
+func (u upstreamExecutor) Send(t config.Tool, id string, args []byte) executor.Outcome {
+	return u.g.callUpstream(t, id, args)
 }
 
 // Status: an upstream MCP server has no status query.

@@ -14,7 +14,8 @@ import (
 // FuzzUpstreamResult: an upstream MCP server's tools/call result is
 // outside input. Whatever the SDK decodes from it is stored as an answer
 // whose body is valid UTF-8 within the result cap, status 1 exactly for a
-// tool error, and (when not cut) the result's own JSON.
+// tool error, and a result the agent can read: the result's own JSON, or
+// when over the cap its text cut and saying so.
 func FuzzUpstreamResult(f *testing.F) {
 	f.Add([]byte(`{"content":[{"type":"text","text":"ok"}]}`))
 	f.Add([]byte(`{"content":[{"type":"text","text":"boom"}],"isError":true}`))
@@ -36,11 +37,12 @@ func FuzzUpstreamResult(f *testing.F) {
 		if (o.Status == 1) != res.IsError {
 			t.Fatalf("status %d for isError %v", o.Status, res.IsError)
 		}
-		if !o.Truncated {
-			var back sdk.CallToolResult
-			if err := json.Unmarshal([]byte(o.Body), &back); err != nil {
-				t.Fatalf("an uncut stored body is not a result: %v", err)
-			}
+		var back sdk.CallToolResult // cut or not, the agent gets a result it can read
+		if err := json.Unmarshal([]byte(o.Body), &back); err != nil {
+			t.Fatalf("a stored body (cut %v) is not a result: %v", o.Truncated, err)
+		}
+		if back.IsError != res.IsError {
+			t.Fatalf("stored isError %v, upstream's %v", back.IsError, res.IsError)
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/portcullis-dev/portcullis/server"
@@ -539,24 +540,44 @@ func TestMCPLockedVaultRefusesEverything(t *testing.T) {
 // and calling it is refused.
 func TestMCPUpstreamProxy(t *testing.T) {
 	var charges atomic.Int32
+	var keys sync.Map // idempotency key → calls
 	up := sdk.NewServer(&sdk.Implementation{Name: "payments", Version: "1"}, nil)
 	up.AddTool(&sdk.Tool{Name: "charge", Description: "Charge a card", InputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			n := charges.Add(1)
+			keys.Store(req.Params.GetMeta()[mcpIdempotencyKey], n)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("charge ch_%d ok", n)}}}, nil
+		})
+	up.AddTool(&sdk.Tool{Name: "decline", Description: "Always declines", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: 4001, Message: "card declined"}
+		})
+	up.AddTool(&sdk.Tool{Name: "dump", Description: "A long answer", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("é", 100_000)}}}, nil
 		})
 	up.AddTool(&sdk.Tool{Name: "refund", Description: "Refund", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			t.Error("refund reached the upstream")
 			return &sdk.CallToolResult{}, nil
 		})
-	upSrv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return up }, nil))
+	// The upstream's handler can be replaced, as a restart replaces it: the
+	// sessions it knew are gone (404 "session not found").
+	var handler atomic.Pointer[sdk.StreamableHTTPHandler]
+	restart := func() {
+		handler.Store(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return up }, nil))
+	}
+	restart()
+	upSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.Load().ServeHTTP(w, r) }))
 	t.Cleanup(upSrv.Close) // after the gateway (cleanups run last-in first-out)
 
 	tg := newTarget(t)
 	cfg := mcpConfig(t, tg)
 	b, _ := os.ReadFile(cfg)
-	extra := fmt.Sprintf("  charge:\n    channel: mcp\n    upstream: payments\n    retry: idempotency_key\n    match_window: 10m\nupstreams:\n  payments: {url: %s}\n", upSrv.URL)
+	extra := fmt.Sprintf("  charge:\n    channel: mcp\n    upstream: payments\n    retry: idempotency_key\n    match_window: 10m\n"+
+		"  decline:\n    channel: mcp\n    upstream: payments\n    retry: irreversible\n    match_window: 10m\n"+
+		"  dump:\n    channel: mcp\n    upstream: payments\n    retry: read_only\n"+
+		"upstreams:\n  payments: {url: %s}\n", upSrv.URL)
 	if err := os.WriteFile(cfg, append(b, []byte(extra)...), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -584,8 +605,41 @@ func TestMCPUpstreamProxy(t *testing.T) {
 	if r.IsError || r.Content[0].(*sdk.TextContent).Text != "charge ch_1 ok" || charges.Load() != 1 {
 		t.Fatalf("proxied call: %+v", r)
 	}
-	if rec, _ := r.Meta[MetaExecutionKey].(map[string]any); rec["state"] != "completed" {
+	rec, _ := r.Meta[MetaExecutionKey].(map[string]any)
+	if rec["state"] != "completed" {
 		t.Fatalf("no execution record on the proxied result: %v", r.Meta)
+	}
+	// The upstream got the execution id as its idempotency key.
+	if n, ok := keys.Load(rec["execution_id"]); !ok || n != int32(1) {
+		t.Fatalf("the upstream saw no idempotency key %v in _meta", rec["execution_id"])
+	}
+	// A JSON-RPC error is the upstream's answer: an observed (error)
+	// result, not an unknown outcome.
+	r, err = s.CallTool(context.Background(), &sdk.CallToolParams{Name: "decline", Arguments: map[string]any{"amount": 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := r.Meta[MetaExecutionKey].(map[string]any); !r.IsError || rec["state"] != "completed" || !strings.Contains(r.Content[0].(*sdk.TextContent).Text, "upstream error 4001: card declined") {
+		t.Fatalf("a JSON-RPC error from the upstream: %+v %v", r, r.Meta)
+	}
+	// An answer over the cap stays a result the agent can read, and says
+	// it was cut.
+	r, err = s.CallTool(context.Background(), &sdk.CallToolParams{Name: "dump", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := r.Content[0].(*sdk.TextContent).Text; r.IsError || !strings.HasPrefix(text, "éé") || !strings.Contains(text, "[truncated: the upstream's answer was") {
+		t.Fatalf("a long upstream answer: error %v, %d bytes, ends %q", r.IsError, len(text), text[max(len(text)-80, 0):])
+	}
+	// The upstream restarted: the gateway's session is gone (404, nothing
+	// run); the call opens a new one and is sent once, not recorded unknown.
+	restart()
+	r, err = s.CallTool(context.Background(), &sdk.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IsError || r.Content[0].(*sdk.TextContent).Text != "charge ch_2 ok" || charges.Load() != 2 {
+		t.Fatalf("a call after the upstream restarted: %+v (%d charges)", r, charges.Load())
 	}
 	r, err = s.CallTool(context.Background(), &sdk.CallToolParams{Name: "refund", Arguments: map[string]any{"id": "ch_1"}})
 	if err != nil {
@@ -596,7 +650,10 @@ func TestMCPUpstreamProxy(t *testing.T) {
 	}
 }
 
-const MetaExecutionKey = "io.portcullis/execution"
+const (
+	MetaExecutionKey  = "io.portcullis/execution"
+	mcpIdempotencyKey = "io.portcullis/idempotency-key"
+)
 
 // A stateful session opened on one gateway is served through any other:
 // a request carrying its Mcp-Session-Id is forwarded to the gateway that
