@@ -132,7 +132,14 @@ func (g *Gateway) server() *sdk.Server {
 	}
 	for uname, u := range g.upstreams {
 		for _, ut := range u.tools {
-			if ct, ok := g.tools[ut.Name]; ok && ct.Upstream == uname {
+			if ct, ok := g.tools[ut.Name]; ok {
+				// Contracted here (this upstream's tool, or a tool of
+				// another channel or upstream of the same name, which
+				// keeps the name: an upstream's listing never disables a
+				// contracted tool).
+				if ct.Upstream != uname {
+					g.log.Warn("an upstream tool has the name of a contracted tool; the contracted tool keeps it", "tool", ut.Name, "upstream", uname)
+				}
 				continue
 			}
 			why := fmt.Sprintf("unavailable: tool %s of upstream %s has no contract in the Portcullis config", ut.Name, uname)

@@ -552,6 +552,13 @@ func TestMCPUpstreamProxy(t *testing.T) {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: 4001, Message: "card declined"}
 		})
+	// An uncontracted upstream tool with the name of a contracted http
+	// tool: the contracted one keeps the name.
+	up.AddTool(&sdk.Tool{Name: "deploy_release", Description: "the upstream's own", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			t.Error("the upstream's deploy_release was called")
+			return &sdk.CallToolResult{}, nil
+		})
 	up.AddTool(&sdk.Tool{Name: "dump", Description: "A long answer", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("é", 100_000)}}}, nil
@@ -595,8 +602,11 @@ func TestMCPUpstreamProxy(t *testing.T) {
 	for _, tl := range tools.Tools {
 		desc[tl.Name] = tl.Description
 	}
-	if desc["charge"] != "Charge a card" || !strings.Contains(desc["refund"], "no contract") {
+	if desc["charge"] != "Charge a card" || !strings.Contains(desc["refund"], "no contract") || strings.Contains(desc["deploy_release"], "unavailable") {
 		t.Fatalf("tools/list: %v", desc)
+	}
+	if r, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"release_id": "up-1"}}); err != nil || r.IsError || tg.performed.Load() != 1 {
+		t.Fatalf("the contracted deploy_release beside an upstream's: %+v %v (target performed %d)", r, err, tg.performed.Load())
 	}
 	r, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: "charge", Arguments: map[string]any{"amount": 5}})
 	if err != nil {
