@@ -156,11 +156,19 @@ func ResultText(body []byte) (text string, truncated bool) {
 	if len(text) <= MaxResultBytes {
 		return text, false
 	}
-	cut := MaxResultBytes
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut-- // the rune straddles the cap: leave it out
+	return CutText(text, MaxResultBytes), true
+}
+
+// CutText is text cut to at most n bytes on a character boundary: a rune
+// that straddles n is left out.
+func CutText(text string, n int) string {
+	if len(text) <= n {
+		return text
 	}
-	return text[:cut], true
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	return text[:n]
 }
 
 // QueryMethod reports whether an http tool's arguments travel as query

@@ -56,18 +56,18 @@ func SecretsOf(paths []string, args []byte) Secrets {
 	}
 	seen := map[string]bool{}
 	var s Secrets
+	add := func(text, marker string) {
+		if !seen[text] {
+			seen[text] = true
+			s.forms = append(s.forms, secretForm{text: text, marker: marker})
+		}
+	}
 	for _, p := range paths {
 		v, ok := lookup(root, strings.Split(p, "."))
 		if !ok {
 			continue
 		}
 		marker := "[secret:" + p + "]"
-		add := func(text, marker string) {
-			if !seen[text] {
-				seen[text] = true
-				s.forms = append(s.forms, secretForm{text: text, marker: marker})
-			}
-		}
 		strs(v, func(val string, quoted bool) {
 			for _, f := range forms(val) {
 				switch {

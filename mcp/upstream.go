@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -181,11 +180,7 @@ func upstreamOutcome(res *sdk.CallToolResult) executor.Outcome {
 			o.Body, o.Truncated = string(cut), true
 			return o
 		}
-		n := max(len(kept)-(len(cut)-executor.MaxResultBytes)-1, 0)
-		for n > 0 && !utf8.RuneStart(kept[n]) {
-			n--
-		}
-		kept = kept[:n]
+		kept = executor.CutText(kept, max(len(kept)-(len(cut)-executor.MaxResultBytes)-1, 0))
 	}
 }
 

@@ -193,16 +193,11 @@ PORTCULLIS_EXECUTIONS_<k>) up to their last sequence now and prints every event 
 {"stream","seq","subject","time","event"}: each shard in its own stream order, the shards merged
 by the events' time. --execution ID keeps one execution's events, --shard K one shard's.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
 			printed := 0
-			defer func() {
-				if err == nil && printed == 0 && q.ExecutionID != "" {
-					err = fmt.Errorf("execution %s: not found (no event of it in the execution streams)", q.ExecutionID)
-				}
-			}()
-			return server.ReadTimeline(cmd.Context(), o, q, func(r audit.Record, at time.Time, ev *pb.Event) error {
+			err := server.ReadTimeline(cmd.Context(), o, q, func(r audit.Record, at time.Time, ev *pb.Event) error {
 				printed++
 				line := struct {
 					Stream  string          `json:"stream"`
@@ -225,6 +220,10 @@ by the events' time. --execution ID keeps one execution's events, --shard K one 
 				_, err = fmt.Fprintf(w, "%s\n", b)
 				return err
 			})
+			if err == nil && printed == 0 && q.ExecutionID != "" {
+				return fmt.Errorf("execution %s: not found (no event of it in the execution streams)", q.ExecutionID)
+			}
+			return err
 		},
 	}
 	readOptions(cmd, &o)
