@@ -25,6 +25,7 @@ type Step struct {
 	Gateway   string    `json:"gateway"`
 	Session   string    `json:"session,omitempty"`
 	Request   string    `json:"jsonrpc_id,omitempty"`
+	Caller    string    `json:"caller,omitempty"` // the Connect caller that sent the call
 	Detail    string    `json:"detail,omitempty"`
 }
 
@@ -108,7 +109,7 @@ func Investigate(executionID string, events []Stored) Investigation {
 		inv.Timeline = append(inv.Timeline, Step{
 			Time: time.Unix(0, s.Event.GetTimeUnixNano()).UTC(), Seq: s.Seq, Execution: id,
 			Event: strings.TrimPrefix(s.Event.GetType().String(), "EVENT_TYPE_"), Gateway: s.Event.GetGatewayId(),
-			Session: corr.GetSessionId(), Request: corr.GetJsonrpcId(), Detail: detail(s.Event, x),
+			Session: corr.GetSessionId(), Request: corr.GetJsonrpcId(), Caller: corr.GetCaller(), Detail: detail(s.Event, x),
 		})
 	}
 	for id := range byExec {
@@ -146,7 +147,7 @@ func Investigate(executionID string, events []Stored) Investigation {
 			// none) is a call without a session.
 			if c := s.Event.GetExecutionChanged().GetCorrelation(); s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ACCEPTED_DISPATCHED || s.Event.GetType() == pb.EventType_EVENT_TYPE_ATTACHED {
 				key := c.GetSessionId()
-				sessions[key] = append(sessions[key], fmt.Sprintf("%s: %s of %s (actor %s, request %s)", at(s), "call", id, s.Event.GetExecutionChanged().GetExecution().GetActor(), c.GetJsonrpcId()))
+				sessions[key] = append(sessions[key], fmt.Sprintf("%s: %s of %s (actor %s, request %s%s)", at(s), "call", id, s.Event.GetExecutionChanged().GetExecution().GetActor(), c.GetJsonrpcId(), sentBy(c)))
 			}
 		}
 	}
@@ -326,9 +327,21 @@ func (inv Investigation) Text() string {
 	}
 	fmt.Fprintf(&b, "\nTimeline\n")
 	for _, s := range inv.Timeline {
-		fmt.Fprintf(&b, "  %s  seq %-6d %-22s %s  gw %s  session %s  req %s  %s\n", s.Time.Format("15:04:05.000"), s.Seq, s.Event, s.Execution, s.Gateway, s.Session, s.Request, s.Detail)
+		caller := ""
+		if s.Caller != "" {
+			caller = "  caller " + s.Caller
+		}
+		fmt.Fprintf(&b, "  %s  seq %-6d %-22s %s  gw %s  session %s  req %s%s  %s\n", s.Time.Format("15:04:05.000"), s.Seq, s.Event, s.Execution, s.Gateway, s.Session, s.Request, caller, s.Detail)
 	}
 	return b.String()
+}
+
+// sentBy names the Connect caller that sent a call, for evidence lines.
+func sentBy(c *pb.Correlation) string {
+	if c.GetCaller() == "" {
+		return ""
+	}
+	return ", sent by Connect caller " + c.GetCaller()
 }
 
 // journalAnswer counts agent processes from the signed sessions journal:

@@ -160,6 +160,8 @@ func checkClaims(p *Principal, msg any) error {
 		field, claimed = "delegator", m.GetDelegator()
 	case *pb.ReserveRequest:
 		field, claimed = "override.by", m.GetOverride().GetBy()
+	case *pb.BeginRequest:
+		field, claimed = "correlation.caller", m.GetCorrelation().GetCaller()
 	}
 	if claimed != "" && claimed != p.Name {
 		return denied(p, "may not record %s %q: it is always the authenticated caller (leave it empty)", field, claimed)

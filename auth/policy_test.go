@@ -84,6 +84,8 @@ func TestPolicyCheck(t *testing.T) {
 	}{
 		{"executor begins for its actor", runner, svc.ExecutionServiceBeginProcedure, begin("agent-7"), true},
 		{"executor begins for another actor", runner, svc.ExecutionServiceBeginProcedure, begin("agent-9"), false},
+		{"executor names itself as the caller", runner, svc.ExecutionServiceBeginProcedure, &pb.BeginRequest{Action: &pb.Action{Actor: "agent-7"}, Correlation: &pb.Correlation{Caller: runner.Name}}, true},
+		{"executor names another caller", runner, svc.ExecutionServiceBeginProcedure, &pb.BeginRequest{Action: &pb.Action{Actor: "agent-7"}, Correlation: &pb.Correlation{Caller: "alice"}}, false},
 		{"executor dispatches its actor's execution", runner, svc.ExecutionServiceMarkDispatchedProcedure, &pb.MarkDispatchedRequest{ExecutionId: "act_mine"}, true},
 		{"executor dispatches another actor's execution", runner, svc.ExecutionServiceMarkDispatchedProcedure, &pb.MarkDispatchedRequest{ExecutionId: "act_theirs"}, false},
 		{"executor records on an unknown execution", runner, svc.ExecutionServiceRecordResultProcedure, &pb.RecordResultRequest{ExecutionId: "act_none"}, false},

@@ -40,7 +40,7 @@ func (s *AuditService) Investigate(ctx context.Context, req *connect.Request[pb.
 	}
 	for _, st := range inv.Timeline {
 		out.Timeline = append(out.Timeline, &pb.TimelineStep{Time: timestamppb.New(st.Time), StreamSeq: st.Seq, ExecutionId: st.Execution,
-			Event: st.Event, GatewayId: st.Gateway, SessionId: st.Session, JsonrpcId: st.Request, Detail: st.Detail})
+			Event: st.Event, GatewayId: st.Gateway, SessionId: st.Session, JsonrpcId: st.Request, Caller: st.Caller, Detail: st.Detail})
 	}
 	if len(out.Answers) != 5 {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("investigation gave %d answers", len(out.Answers)))

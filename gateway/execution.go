@@ -46,10 +46,14 @@ func (s *ExecutionService) Begin(ctx context.Context, req *connect.Request[pb.Be
 	if err != nil {
 		return nil, connectError(err)
 	}
+	corr, err := correlation(ctx, m.GetCorrelation())
+	if err != nil {
+		return nil, err
+	}
 	res, err := s.Ledger.Begin(ctx, ledger.BeginInput{
 		Action:       action,
 		OperationKey: m.GetOperationKey(),
-		Correlation:  m.GetCorrelation(),
+		Correlation:  corr,
 	})
 	if err != nil {
 		return nil, connectError(err)
@@ -57,6 +61,22 @@ func (s *ExecutionService) Begin(ctx context.Context, req *connect.Request[pb.Be
 	return connect.NewResponse(&pb.BeginResponse{
 		Decision: res.Decision, Execution: res.Execution, Recovery: res.Recovery, Reason: res.Reason,
 	}), nil
+}
+
+// correlation is the call's correlation with the authenticated caller in
+// it, so the ACCEPTED or ATTACHED event names who sent the call (without
+// callers configured, the local operator).
+func correlation(ctx context.Context, c *pb.Correlation) (*pb.Correlation, error) {
+	out := &pb.Correlation{JsonrpcId: c.GetJsonrpcId(), SessionId: c.GetSessionId()}
+	if auth.FromContext(ctx) == nil {
+		return out, nil // no authentication in front (the package's own tests)
+	}
+	name, err := author(ctx, "correlation.caller", c.GetCaller())
+	if err != nil {
+		return nil, err
+	}
+	out.Caller = name
+	return out, nil
 }
 
 // arguments is the action's raw JSON: arguments_json as sent (every digit

@@ -305,6 +305,23 @@ func TestAuthAttacksAndAuthors(t *testing.T) {
 	refused("budget admin claims delegator", "cfo", svc.BudgetServiceSetLimitProcedure, `{"account": "ops", "limit": 5, "currency": "GBP", "delegator": "ceo"}`, "permission_denied")
 	refused("budget admin claims override author", "cfo", svc.BudgetServiceReserveProcedure,
 		`{"account": "ops", "operationKey": "o", "requestDigest": "sha256:o", "amount": 1, "override": {"by": "ceo", "reason": "x"}}`, "permission_denied")
+	// The caller a Begin records is the authenticated one, on the
+	// execution's first event and on a retry's ATTACHED.
+	refused("executor claims another caller", "deploy-runner", svc.ExecutionServiceBeginProcedure, `{"action": {"actor": "agent-7", "tool": "rotate_credentials",
+		"target": "vault", "method": "POST", "arguments": {"credential": "db-prod"}, "intentScope": "run:1"}, "correlation": {"caller": "alice"}}`, "permission_denied")
+	ok("deploy-runner", svc.ExecutionServiceBeginProcedure, `{"action": {"actor": "agent-7", "tool": "rotate_credentials",
+		"target": "vault", "method": "POST", "arguments": {"credential": "db-prod"}, "intentScope": "run:1"}, "correlation": {"jsonrpcId": "7"}}`)
+	inv := ok("analyst-1", svc.AuditServiceInvestigateProcedure, exe)
+	var callers []string
+	for _, st := range inv["timeline"].([]any) {
+		st := st.(map[string]any)
+		if ev := st["event"]; ev == "ACCEPTED" || ev == "ATTACHED" {
+			callers = append(callers, fmt.Sprint(ev, " ", st["caller"]))
+		}
+	}
+	if want := []string{"ACCEPTED deploy-runner", "ATTACHED deploy-runner"}; !slices.Equal(callers, want) {
+		t.Errorf("timeline callers %q, want %q", callers, want)
+	}
 	// acts_for.
 	refused("executor Begin for another actor", "deploy-runner", svc.ExecutionServiceBeginProcedure, `{"action": {"actor": "agent-9", "tool": "create_payment",
 		"target": "pay", "method": "POST", "arguments": {"order": 1}, "intentScope": "run:1"}}`, "permission_denied")

@@ -207,15 +207,18 @@ func (x *InvestigationAnswer) GetEvidence() []string {
 }
 
 type TimelineStep struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
-	StreamSeq     uint64                 `protobuf:"varint,2,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
-	ExecutionId   string                 `protobuf:"bytes,3,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	Event         string                 `protobuf:"bytes,4,opt,name=event,proto3" json:"event,omitempty"`
-	GatewayId     string                 `protobuf:"bytes,5,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
-	SessionId     string                 `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	JsonrpcId     string                 `protobuf:"bytes,7,opt,name=jsonrpc_id,json=jsonrpcId,proto3" json:"jsonrpc_id,omitempty"`
-	Detail        string                 `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Time        *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	StreamSeq   uint64                 `protobuf:"varint,2,opt,name=stream_seq,json=streamSeq,proto3" json:"stream_seq,omitempty"`
+	ExecutionId string                 `protobuf:"bytes,3,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	Event       string                 `protobuf:"bytes,4,opt,name=event,proto3" json:"event,omitempty"`
+	GatewayId   string                 `protobuf:"bytes,5,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
+	SessionId   string                 `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	JsonrpcId   string                 `protobuf:"bytes,7,opt,name=jsonrpc_id,json=jsonrpcId,proto3" json:"jsonrpc_id,omitempty"`
+	Detail      string                 `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	// The authenticated Connect caller that sent the call (ACCEPTED and
+	// ATTACHED of a Connect Begin; see Correlation.caller).
+	Caller        string `protobuf:"bytes,9,opt,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +309,13 @@ func (x *TimelineStep) GetDetail() string {
 	return ""
 }
 
+func (x *TimelineStep) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
 var File_portcullis_v1_audit_proto protoreflect.FileDescriptor
 
 const file_portcullis_v1_audit_proto_rawDesc = "" +
@@ -322,7 +332,7 @@ const file_portcullis_v1_audit_proto_rawDesc = "" +
 	"\x13InvestigationAnswer\x12\x1a\n" +
 	"\bquestion\x18\x01 \x01(\tR\bquestion\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12\x1a\n" +
-	"\bevidence\x18\x03 \x03(\tR\bevidence\"\x8b\x02\n" +
+	"\bevidence\x18\x03 \x03(\tR\bevidence\"\xa3\x02\n" +
 	"\fTimelineStep\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1d\n" +
 	"\n" +
@@ -335,7 +345,8 @@ const file_portcullis_v1_audit_proto_rawDesc = "" +
 	"session_id\x18\x06 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
 	"jsonrpc_id\x18\a \x01(\tR\tjsonrpcId\x12\x16\n" +
-	"\x06detail\x18\b \x01(\tR\x06detail2\xcd\x01\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\x12\x16\n" +
+	"\x06caller\x18\t \x01(\tR\x06caller2\xcd\x01\n" +
 	"\fAuditService\x12Y\n" +
 	"\vInvestigate\x12!.portcullis.v1.InvestigateRequest\x1a\".portcullis.v1.InvestigateResponse\"\x03\x90\x02\x01\x12b\n" +
 	"\x0eListQuarantine\x12$.portcullis.v1.ListQuarantineRequest\x1a%.portcullis.v1.ListQuarantineResponse\"\x03\x90\x02\x01BEZCgithub.com/portcullis-dev/portcullis/gen/portcullis/v1;portcullisv1b\x06proto3"

@@ -440,9 +440,14 @@ func (x *Action) GetArgumentsJson() string {
 
 // Correlation identifies a message (JSON-RPC id and MCP session), never an action.
 type Correlation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JsonrpcId     string                 `protobuf:"bytes,1,opt,name=jsonrpc_id,json=jsonrpcId,proto3" json:"jsonrpc_id,omitempty"`
-	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	JsonrpcId string                 `protobuf:"bytes,1,opt,name=jsonrpc_id,json=jsonrpcId,proto3" json:"jsonrpc_id,omitempty"`
+	SessionId string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The authenticated Connect caller that sent the call (Begin): set by
+	// the gateway from the caller's token or certificate, never taken from
+	// the body (a different name is refused). Empty for /mcp calls, whose
+	// agent is the execution's actor and whose session the journal names.
+	Caller        string `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -487,6 +492,13 @@ func (x *Correlation) GetJsonrpcId() string {
 func (x *Correlation) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Correlation) GetCaller() string {
+	if x != nil {
+		return x.Caller
 	}
 	return ""
 }
@@ -2048,12 +2060,13 @@ const file_portcullis_v1_execution_proto_rawDesc = "" +
 	"\x06method\x18\x06 \x01(\tR\x06method\x125\n" +
 	"\targuments\x18\a \x01(\v2\x17.google.protobuf.StructR\targuments\x12!\n" +
 	"\fintent_scope\x18\b \x01(\tR\vintentScope\x12%\n" +
-	"\x0earguments_json\x18\t \x01(\tR\rargumentsJson\"K\n" +
+	"\x0earguments_json\x18\t \x01(\tR\rargumentsJson\"c\n" +
 	"\vCorrelation\x12\x1d\n" +
 	"\n" +
 	"jsonrpc_id\x18\x01 \x01(\tR\tjsonrpcId\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x02 \x01(\tR\tsessionId\"\xa0\x01\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06caller\x18\x03 \x01(\tR\x06caller\"\xa0\x01\n" +
 	"\fBeginRequest\x12-\n" +
 	"\x06action\x18\x01 \x01(\v2\x15.portcullis.v1.ActionR\x06action\x12#\n" +
 	"\roperation_key\x18\x02 \x01(\tR\foperationKey\x12<\n" +
