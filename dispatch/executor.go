@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/contract"
 	"github.com/portcullis-dev/portcullis/executor"
 )
 
@@ -60,7 +61,8 @@ var _ Executor = HTTPExecutor{}
 // Send performs one HTTP request.
 func (h HTTPExecutor) Send(t config.Tool, id string, args []byte) executor.Outcome {
 	return h.Client.Do(executor.HTTPRequest{Method: t.Method, URL: t.Target, Body: args, ExecutionID: id,
-		IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
+		IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout,
+		FreshConnection: t.Contract.Retry == contract.Irreversible})
 }
 
 // Check refuses arguments a GET, HEAD, DELETE or OPTIONS tool cannot send
@@ -80,7 +82,7 @@ func (h HTTPExecutor) Status(_ context.Context, t config.Tool, id string) Status
 		return Status{Evidence: "the contract names no status_url"}
 	}
 	o := h.Client.Do(executor.HTTPRequest{Method: http.MethodGet, URL: executor.StatusURL(t.StatusURL, id), ExecutionID: id,
-		IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout})
+		IdemHeader: t.IdempotencyHeader, CredentialRef: t.CredentialRef, Timeout: t.Timeout, Query: true})
 	ev := "the status endpoint answered " + itoa(o.Status)
 	switch {
 	case o.Observed == executor.Answered && o.Status >= 200 && o.Status < 300:

@@ -64,20 +64,35 @@ type HTTPRequest struct {
 	IdemHeader    string // "" = Idempotency-Key
 	CredentialRef string // "env:NAME" or "file:/path": sent as a bearer token
 	Timeout       time.Duration
+	// Query marks a status query: asking twice changes nothing, so the
+	// transport may send it again on a fresh connection when a reused one
+	// fails. Every other request is sent at most once.
+	Query bool
+	// FreshConnection sends the request on a new connection, never on one
+	// the target may be closing as an idle keep-alive (irreversible tools:
+	// such a race would leave an outcome unknown that only a person can
+	// settle).
+	FreshConnection bool
 }
 
 // HTTP sends requests with the stdlib client.
 type HTTP struct {
 	Client *http.Client
+	// Fresh is the client for FreshConnection requests (nil: Client).
+	Fresh *http.Client
 }
 
-// NewHTTP returns an executor with a client that never follows redirects
+// NewHTTP returns an executor with clients that never follow redirects
 // (a redirect is an answer to record, not a second request to send).
 func NewHTTP() *HTTP {
-	return &HTTP{Client: &http.Client{
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64},
-	}}
+	client := func(keepAlive bool) *http.Client {
+		return &http.Client{
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64,
+				DisableKeepAlives: !keepAlive},
+		}
+	}
+	return &HTTP{Client: client(true), Fresh: client(false)}
 }
 
 // Do sends the request once. It runs to its own deadline whatever the
@@ -126,7 +141,14 @@ func (h *HTTP) Do(r HTTPRequest) Outcome {
 		}
 		req.Header.Set("Authorization", "Bearer "+cred)
 	}
-	resp, err := h.Client.Do(req)
+	if !r.Query {
+		once(req)
+	}
+	c := h.Client
+	if r.FreshConnection && h.Fresh != nil {
+		c = h.Fresh
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		if !wrote.Load() {
 			return Outcome{Observed: NotSent, Reason: "no byte left the process: " + err.Error()}
@@ -142,6 +164,21 @@ func (h *HTTP) Do(r HTTPRequest) Outcome {
 	o := Outcome{Observed: Answered, Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
 	o.Body, o.Truncated = ResultText(body)
 	return o
+}
+
+// once makes req one the transport sends at most once. net/http sends a
+// request again by itself when a reused keep-alive connection fails before
+// any answer, if it thinks the request replayable: a GET, or any request
+// carrying an Idempotency-Key header whose body it can rewind. That second
+// send would be a dispatch the ledger never recorded (and a second effect
+// at a target that ignores the key). A body without GetBody is not
+// rewindable, so the transport gives the error back instead; an empty one
+// is sent as no body at all.
+func once(req *http.Request) {
+	req.GetBody = nil
+	if req.Body == nil || req.Body == http.NoBody {
+		req.Body = io.NopCloser(bytes.NewReader(nil))
+	}
 }
 
 // ResultText is the stored form of a result body: at most MaxResultBytes,

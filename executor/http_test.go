@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -264,5 +266,77 @@ func TestHTTPQueryMethodsSendArgumentsAsQuery(t *testing.T) {
 	}
 	if s := <-got; s.query != "region=eu" {
 		t.Fatalf("no arguments: %+v", s)
+	}
+}
+
+// A request is sent once even when it rides a reused keep-alive connection
+// that the target drops after acting on it: net/http would send a request
+// with an Idempotency-Key header (or with no body) again by itself, a second
+// dispatch nobody recorded.
+func TestHTTPSentOnceOnAReusedConnection(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.Method+" "+r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/warm" {
+			return // 200, the connection stays open for the next request
+		}
+		c, _, err := w.(http.Hijacker).Hijack() // acted on it, then the connection drops
+		if err == nil {
+			c.Close()
+		}
+	}))
+	defer srv.Close()
+	h := NewHTTP()
+	for _, method := range []string{http.MethodPost, http.MethodDelete, http.MethodGet} {
+		for _, hdr := range []string{"", "X-Request-Id"} {
+			if o := h.Do(HTTPRequest{Method: method, URL: srv.URL + "/warm", ExecutionID: testID}); o.Status != http.StatusOK {
+				t.Fatalf("warm-up: %+v", o)
+			}
+			path := "/op/" + strings.ToLower(method) + hdr
+			o := h.Do(HTTPRequest{Method: method, URL: srv.URL + path, Body: []byte(`{"a":1}`), ExecutionID: testID, IdemHeader: hdr, Timeout: 5 * time.Second})
+			mu.Lock()
+			n := hits[method+" "+path]
+			mu.Unlock()
+			if n != 1 || o.Observed != Unknown {
+				t.Errorf("%s with header %q: the target saw it %d times, outcome %+v; want once, Unknown", method, hdr, n, o)
+			}
+		}
+	}
+	// A status query may be asked again: asking changes nothing.
+	h.Do(HTTPRequest{Method: http.MethodGet, URL: srv.URL + "/warm", ExecutionID: testID})
+	h.Do(HTTPRequest{Method: http.MethodGet, URL: srv.URL + "/status", ExecutionID: testID, Query: true, Timeout: 5 * time.Second})
+	mu.Lock()
+	defer mu.Unlock()
+	if n := hits["GET /status"]; n != 2 {
+		t.Errorf("status query asked %d times on a dropped reused connection, want 2 (the transport asks again)", n)
+	}
+}
+
+// FreshConnection never reuses a connection.
+func TestHTTPFreshConnection(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	h := NewHTTP()
+	for range 3 {
+		h.Do(HTTPRequest{URL: srv.URL, ExecutionID: testID, FreshConnection: true})
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("3 fresh requests used %d connections", n)
+	}
+	for range 3 {
+		h.Do(HTTPRequest{URL: srv.URL, ExecutionID: testID})
+	}
+	if n := conns.Load(); n != 4 {
+		t.Errorf("3 pooled requests after 3 fresh ones: %d connections in all, want 4", n)
 	}
 }
