@@ -492,10 +492,21 @@ func (s *Service) Get(ctx context.Context, executionID string) (*pb.Execution, e
 	if err != nil {
 		return nil, err
 	}
-	// The log checked the head's signature; the views also checked its
-	// chain. When they already hold this sequence with another event, the
-	// log's latest message was quarantined (a replayed old event, say).
-	if v, err := s.views.Head(ctx, subj); err == nil && v.Seq >= h.Seq && v.Event.GetEventId() != h.Event.GetEventId() {
+	// The log checked the head's signature; only the views, which fold the
+	// subject's chain from its start, know whether it links to the last
+	// valid event: a genuine old event replayed at the end of its subject
+	// passes every check of its own. So the views have the last word once
+	// they hold this sequence (waited for, bounded): another event there
+	// means the log's latest message was quarantined.
+	v, err := s.views.Head(ctx, subj)
+	if err != nil || v.Seq < h.Seq {
+		wctx, cancel := context.WithTimeout(ctx, viewsWaitMax)
+		if s.waitFor(wctx, subj, h.Seq) == nil {
+			v, err = s.views.Head(ctx, subj)
+		}
+		cancel()
+	}
+	if err == nil && v.Seq >= h.Seq && v.Event.GetEventId() != h.Event.GetEventId() {
 		h = v
 	}
 	s.known.putHead(h)
@@ -608,6 +619,22 @@ func (s *Service) catchUp(ctx context.Context, conflict error) error {
 		}
 	}
 	return nil
+}
+
+// viewsWaitMax bounds how long a read from the log waits for the views to
+// check its chain; past it the log's head is served as it is.
+const viewsWaitMax = 2 * time.Second
+
+// waitFor waits until the views of subject's lane hold seq.
+func (s *Service) waitFor(ctx context.Context, subject string, seq uint64) error {
+	if s.laneSet == nil {
+		return s.views.WaitFor(ctx, seq)
+	}
+	k, _, ok := SubjectLane(subject)
+	if !ok || k >= len(s.laneSet) {
+		return fmt.Errorf("%w: subject %s is in no lane", ErrInvalid, subject)
+	}
+	return s.laneSet[k].WaitFor(ctx, seq)
 }
 
 // CatchUp is how every decider recovers from a lost compare-and-set: wait

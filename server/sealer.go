@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -11,6 +12,7 @@ import (
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/mcp"
+	"github.com/portcullis-dev/portcullis/projector"
 )
 
 // Checkpoints: the stream that holds them and how often a gateway seals.
@@ -38,6 +40,11 @@ type sealer struct {
 	id      string
 	streams []string // nil: SealedStreams (one execution lane)
 	sealed  map[string]uint64
+	// folded waits until the checkpoints' projector has read up to seq,
+	// and link is the last valid checkpoint it found on a subject (nil:
+	// trust the log's latest message, as tests of the sealer alone do).
+	folded func(ctx context.Context, seq uint64) error
+	link   func(subject string) (projector.Link, error)
 }
 
 func (s *sealer) seal(ctx context.Context) error {
@@ -57,7 +64,12 @@ func (s *sealer) seal(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		if cp := head.Event.GetCheckpoint(); cp != nil && cp.GetLastSeq() >= seq {
+		prev, valid, err := s.lastValid(ctx, subj, head)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if cp := head.Event.GetCheckpoint(); valid && cp != nil && cp.GetLastSeq() >= seq {
 			s.sealed[stream] = cp.GetLastSeq()
 			continue
 		}
@@ -66,7 +78,7 @@ func (s *sealer) seal(ctx context.Context) error {
 			TimeUnixNano: time.Now().UnixNano(), GatewayId: s.id,
 			Body: &pb.Event_Checkpoint{Checkpoint: &pb.Checkpoint{Stream: stream, LastSeq: seq, RunningDigest: digest}},
 		}
-		ledger.Seal(ev, head.Event.GetHash())
+		ledger.Seal(ev, prev)
 		ledger.Sign(ev, s.key)
 		if _, err := s.log.Append(ctx, ledger.Message{Subject: subj, ExpectedSeq: head.Seq, Event: ev}); err != nil {
 			if !errors.Is(err, ledger.ErrConflict) { // another gateway sealed first
@@ -77,4 +89,34 @@ func (s *sealer) seal(ctx context.Context) error {
 		s.sealed[stream] = seq
 	}
 	return errors.Join(errs...)
+}
+
+// foldWaitMax bounds the sealer's wait for the checkpoints' projector.
+const foldWaitMax = 5 * time.Second
+
+// lastValid is the hash a new checkpoint on subj chains onto, and whether
+// the log's latest message there (head) is that valid checkpoint. The log
+// checked head's hash and signature, but a genuine checkpoint replayed at
+// the end of its subject passes those: only the checkpoints' projector,
+// which follows the chain from its start, knows the last valid one. A
+// checkpoint chained onto a replay would be quarantined, and every one
+// after it, so sealing waits (to the next round) until the projector has
+// read up to head (bounded; else it seals next round).
+func (s *sealer) lastValid(ctx context.Context, subj string, head ledger.Head) (prev []byte, valid bool, err error) {
+	if s.link == nil || head.Seq == 0 {
+		return head.Event.GetHash(), true, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, foldWaitMax)
+	defer cancel()
+	if err := s.folded(wctx, head.Seq); err != nil {
+		return nil, false, fmt.Errorf("seal %s: the checkpoints' projector has not read up to %d: %w", subj, head.Seq, err)
+	}
+	l, err := s.link(subj)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, false, nil // only quarantined messages: the first valid checkpoint
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return l.Hash, l.Seq == head.Seq, nil
 }

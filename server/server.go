@@ -396,7 +396,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	g.sealer = &sealer{log: g.audLog, key: signKey, id: id, streams: sealedStreams(g.Lanes), sealed: map[string]uint64{}, marks: func(stream string) (uint64, []byte, error) {
 		m, err := g.Views.Mark(stream)
 		return m.Seq, m.Digest, err
-	}}
+	}, folded: func(ctx context.Context, seq uint64) error { return g.Views.StreamWaitFor(ctx, AuditStream, seq) }, link: g.Views.Link}
 	runCtx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
 	g.wg.Add(6 + len(g.LaneProjectors))

@@ -188,3 +188,79 @@ func waitViews(t *testing.T, g *server.Gateway) {
 		t.Fatal(err)
 	}
 }
+
+// Genuine checkpoints replayed at the end of their subject (hash and
+// signature intact; the first two of three, so the second even links to
+// the first)
+// are quarantined, and the gateway's next checkpoint still follows the
+// last valid one: sealing goes on, and audit verify names only the
+// replays. (The sealer chained onto the log's latest message, which passed
+// its own checks, so every later checkpoint was quarantined.)
+func TestReplayedCheckpointsDoNotBreakTheChain(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	g := trustGateway(t, dataDir)
+	c := client(g)
+	js := attacker(t, g)
+	audStream, err := js.Stream(ctx, server.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpSubject := server.CheckpointSubject(ledger.ExecutionsStream)
+	var genuine [][]byte
+	for i := range 3 {
+		if _, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"order": fmt.Sprint("cp-", i)}), "", "1")); err != nil {
+			t.Fatal(err)
+		}
+		waitViews(t, g)
+		if err := g.Seal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, err := audStream.GetLastMsgForSubject(ctx, cpSubject)
+		if err != nil {
+			t.Fatalf("no checkpoint sealed: %v", err)
+		}
+		genuine = append(genuine, m.Data)
+	}
+	var replays []uint64
+	for _, data := range genuine[:2] { // the first two again, after the third
+		ack, err := js.Publish(ctx, cpSubject, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replays = append(replays, ack.Sequence)
+	}
+	waitQuarantined(t, g, 2)
+	for i := range 2 {
+		if _, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"order": fmt.Sprint("after-", i)}), "", "1")); err != nil {
+			t.Fatal(err)
+		}
+		waitViews(t, g)
+		if err := g.Seal(ctx); err != nil {
+			t.Fatalf("seal after the replays: %v", err)
+		}
+	}
+	info, err := audStream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq <= replays[1]+1 {
+		t.Fatalf("no two checkpoints after the replays (audit stream ends at %d)", info.State.LastSeq)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := g.Views.StreamWaitFor(wctx, server.AuditStream, info.State.LastSeq); err != nil {
+		t.Fatalf("checkpoints not folded: %v", err)
+	}
+	if n := g.Quarantined(); n != 2 {
+		t.Fatalf("quarantined %d, want the 2 replays only", n)
+	}
+	out, err := exec.Command(binary, "audit", "verify", "--json", "--nats-url", g.NatsURL, "--data-dir", dataDir).Output()
+	var rep audit.Report
+	if jerr := json.Unmarshal(out, &rep); jerr != nil || err == nil {
+		t.Fatalf("audit verify: %v %v\n%s", err, jerr, out)
+	}
+	if len(rep.Failures) != 2 || rep.Failures[0].Seq != replays[0] && rep.Failures[1].Seq != replays[0] {
+		t.Fatalf("verify failures %+v, want the replays at %v", rep.Failures, replays)
+	}
+}
