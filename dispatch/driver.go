@@ -146,6 +146,29 @@ func (d *Driver) Act(ctx context.Context, t config.Tool, in ledger.BeginInput, r
 	return d.act(ctx, call{tool: t, in: in}, res)
 }
 
+// ErrNotAuthorized refuses a Resume of an execution that is no longer
+// AUTHORIZED when its dispatch would be appended.
+var ErrNotAuthorized = errors.New("the execution is no longer authorized")
+
+// Resume dispatches an execution a person approved (AUTHORIZED) for a
+// front door that still holds the call's input but has no new call to
+// Begin (a task whose agent polls tasks/get): the RESUME a retry of the
+// call would take, without the ATTACHED event of a call nobody made. The
+// DISPATCHED compare-and-set decides who sends, and it is taken only from
+// AUTHORIZED: a denied or cancelled execution is never sent, and one that
+// another call dispatched (or that went on from there, NOT_SENT say) is
+// only followed, never sent again from here.
+func (d *Driver) Resume(ctx context.Context, t config.Tool, in ledger.BeginInput, x *pb.Execution) Answer {
+	if x.GetState() != pb.State_STATE_AUTHORIZED {
+		return Answer{State: StateName(x.GetState()), Execution: x, Why: "not resumed: the execution is " + StateName(x.GetState()) + ", not authorized; nothing was sent"}
+	}
+	why := "resumed " + x.GetExecutionId() + " after its approval"
+	if by := x.GetAuthorizedBy(); by != "" {
+		why += " by " + by
+	}
+	return d.dispatch(ctx, call{tool: t, in: in, authorizedOnly: true}, x, false, why)
+}
+
 // call is one call the driver acts on: its tool, the input Begin decided
 // (decided again when what it waited for changed: an absence proven, an
 // unknown outcome), and how often it was decided again (maxDecisions).
@@ -153,6 +176,9 @@ type call struct {
 	tool      config.Tool
 	in        ledger.BeginInput
 	decisions int
+	// authorizedOnly: this dispatch may be won only from AUTHORIZED
+	// (Resume), not from the other states DISPATCHED may follow.
+	authorizedOnly bool
 }
 
 // decideAgain asks the ledger again and acts on its new decision: the
@@ -241,7 +267,7 @@ func (d *Driver) dispatch(ctx context.Context, c call, x *pb.Execution, atAccept
 	if !ok {
 		return Answer{Refused: true, Execution: x, Why: "no executor for channel " + strconv.Quote(t.Channel) + "; nothing was sent"}
 	}
-	won, err := d.markDispatched(ctx, id, atAccept)
+	won, err := d.markDispatched(ctx, id, atAccept, c.authorizedOnly)
 	if err != nil {
 		return Answer{Refused: true, Execution: x, Why: "not dispatched: " + err.Error()}
 	}
@@ -288,11 +314,22 @@ func joinWhy(a, b string) string {
 // as the winner was if this attempt won, and an illegal transition if
 // another call did. won is false (and err nil) when another call
 // dispatched first.
-func (d *Driver) markDispatched(ctx context.Context, id string, atAccept bool) (won bool, err error) {
+func (d *Driver) markDispatched(ctx context.Context, id string, atAccept, authorizedOnly bool) (won bool, err error) {
 	if atAccept {
 		return true, nil
 	}
 	ch := ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_DISPATCHED, DispatchToken: newDispatchToken()}
+	if authorizedOnly {
+		// Checked on the head the compare-and-set is taken on. The
+		// winner's own token answers as it did (the ledger checks that
+		// before Require), so a lost answer is still learnt.
+		ch.Require = func(x *pb.Execution, _ time.Time) error {
+			if x.GetState() != pb.State_STATE_AUTHORIZED {
+				return fmt.Errorf("%w: %s", ErrNotAuthorized, StateName(x.GetState()))
+			}
+			return nil
+		}
+	}
 	_, err = d.ledger.Transition(ctx, ch)
 	for i := 0; i < dispatchAskMax && answerLost(err); i++ {
 		d.log.Warn("dispatch answer lost; asking again with the same token", "execution", id, "err", err)
@@ -304,7 +341,7 @@ func (d *Driver) markDispatched(ctx context.Context, id string, atAccept bool) (
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &ite):
+	case errors.As(err, &ite), errors.Is(err, ErrNotAuthorized):
 		return false, nil
 	}
 	return false, err

@@ -441,3 +441,75 @@ func TestDriverWaitPastDeadlineGetsClassRecovery(t *testing.T) {
 		})
 	}
 }
+
+// Resume (an approved task whose agent only polls) sends an AUTHORIZED
+// execution once however many resumes race, and never one that left
+// AUTHORIZED after the caller read it: denied (a person, or the agent's
+// tasks/cancel), or dispatched by another call and NOT_SENT since, which
+// only a retry of the call resumes.
+func TestDriverResumeOnlyFromAuthorized(t *testing.T) {
+	l := startLedgerYAMLClock(t, `tools:
+  approve:
+    retry: idempotency_key
+    match_window: 10m
+    approval: per_use
+`, nil)
+	ex := &counting{delay: 20 * time.Millisecond}
+	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Handle("fake", ex)
+	tool := config.Tool{Name: "approve", Channel: "fake"}
+	ctx := context.Background()
+	approved := func(key string) (ledger.BeginInput, *pb.Execution) {
+		t.Helper()
+		in := ledger.BeginInput{OperationKey: key,
+			Action: fingerprint.Action{Actor: "agent-7", Tool: "approve", Channel: "fake", Arguments: []byte(`{"n":1}`)}}
+		res, err := d.Begin(ctx, in)
+		if err != nil || res.Execution.GetState() != pb.State_STATE_AWAITING_APPROVAL {
+			t.Fatalf("Begin: %v, %v", res.Execution.GetState(), err)
+		}
+		x, err := l.Transition(ctx, ledger.Change{ExecutionID: res.Execution.GetExecutionId(), Event: pb.EventType_EVENT_TYPE_AUTHORIZED,
+			Apply: func(x *pb.Execution) { x.AuthorizedBy = "alice" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in, x
+	}
+	move := func(x *pb.Execution, events ...pb.EventType) {
+		t.Helper()
+		for _, e := range events {
+			if _, err := l.Transition(ctx, ledger.Change{ExecutionID: x.GetExecutionId(), Event: e, DispatchToken: "dsp_other",
+				Apply: func(x *pb.Execution) { x.Reason = "moved by the test" }}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	in, x := approved("op-1")
+	var wg sync.WaitGroup
+	answers := make([]dispatch.Answer, 6)
+	for i := range answers {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = d.Resume(ctx, tool, in, x) }()
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.State != dispatch.StateCompleted || a.Execution.GetExecutionId() != x.GetExecutionId() {
+			t.Fatalf("resume %d: %+v", i, a)
+		}
+	}
+	if n := ex.sends.Load(); n != 1 {
+		t.Fatalf("%d sends of one approved execution, want 1", n)
+	}
+
+	in, x = approved("op-2")
+	move(x, pb.EventType_EVENT_TYPE_DENIED)
+	if a := d.Resume(ctx, tool, in, x); a.State != dispatch.StateDenied || ex.sends.Load() != 1 {
+		t.Fatalf("resume of a denied execution: %+v, %d sends", a, ex.sends.Load())
+	}
+
+	in, x = approved("op-3")
+	move(x, pb.EventType_EVENT_TYPE_DISPATCHED, pb.EventType_EVENT_TYPE_NOT_SENT)
+	if a := d.Resume(ctx, tool, in, x); a.State != dispatch.StateNotSent || ex.sends.Load() != 1 {
+		t.Fatalf("resume of an execution another call dispatched: %+v, %d sends", a, ex.sends.Load())
+	}
+}

@@ -17,6 +17,10 @@ import (
 // appended with compare-and-set like any other.
 type ApprovalService struct {
 	Ledger *ledger.Service
+	// OnApproved, when set, is told of each approval taken here, after it
+	// is durable: the MCP front door dispatches an approved task whose
+	// call it holds (mcp.Gateway.Approved). It must not block.
+	OnApproved func(x *pb.Execution)
 }
 
 var _ portcullisv1connect.ApprovalServiceHandler = (*ApprovalService)(nil)
@@ -42,6 +46,9 @@ func (s *ApprovalService) Approve(ctx context.Context, req *connect.Request[pb.A
 	x, err := s.pending(ctx, m.GetExecutionId(), pb.EventType_EVENT_TYPE_AUTHORIZED, func(x *pb.Execution) { x.AuthorizedBy = by })
 	if err != nil {
 		return nil, err
+	}
+	if s.OnApproved != nil {
+		s.OnApproved(x)
 	}
 	return connect.NewResponse(&pb.ApproveResponse{Execution: x}), nil
 }

@@ -77,6 +77,7 @@ type Gateway struct {
 	events    sdk.EventStore
 	journal   *Journal
 	delivery  *delivery
+	approvals approvals // calls of tasks awaiting approval (approved.go)
 
 	binder *toolcall.Binder // the same binding as Connect Begin
 

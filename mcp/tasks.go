@@ -81,13 +81,25 @@ func rfc3339(ts *timestamppb.Timestamp) string {
 }
 
 // taskStatus maps an execution's state to a task status and a plain
-// statusMessage.
-func taskStatus(x *pb.Execution) (status, msg string) {
+// statusMessage. resuming: x is AUTHORIZED and this gateway holds its call
+// and dispatches it (approved.go).
+func taskStatus(x *pb.Execution, resuming bool) (status, msg string) {
 	switch x.GetState() {
 	case pb.State_STATE_AWAITING_APPROVAL:
 		return "input_required", "awaiting a person's approval; nothing was sent"
-	case pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED:
+	case pb.State_STATE_ACCEPTED:
 		return "working", "accepted; not dispatched yet"
+	case pb.State_STATE_AUTHORIZED:
+		by := "approved"
+		if a := x.GetAuthorizedBy(); a != "" {
+			by += " by " + a
+		}
+		if resuming {
+			return "working", by + "; being dispatched now (once: the dispatch is a compare-and-set); tasks/get reports its outcome"
+		}
+		// Nothing here can send it: say exactly what will. Not "working",
+		// which an agent would poll forever.
+		return "input_required", by + ", but not dispatched: the ledger keeps no copy of a call's arguments, and this gateway holds none (another gateway received the call, or it restarted since; a tool with secrets is never held); call the tool again with the same arguments (and the same operation key, if the call had one): that call resumes this execution (" + x.GetExecutionId() + ") and dispatches it once; nothing was sent"
 	case pb.State_STATE_DISPATCHED:
 		return "working", dispatch.InFlightWhy(x)
 	case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DELIVERED:
@@ -109,8 +121,11 @@ func taskStatus(x *pb.Execution) (status, msg string) {
 
 // task is the Task shape of an execution, with the final result (or error)
 // once there is one.
-func task(x *pb.Execution) map[string]any {
-	status, msg := taskStatus(x)
+func task(x *pb.Execution) map[string]any { return taskOf(x, false) }
+
+// taskOf is task with the approved execution's resume known (taskStatus).
+func taskOf(x *pb.Execution, resuming bool) map[string]any {
+	status, msg := taskStatus(x, resuming)
 	t := map[string]any{
 		"taskId": x.GetExecutionId(), "status": status, "statusMessage": msg,
 		"createdAt": rfc3339(x.GetAcceptedAt()), "lastUpdatedAt": rfc3339(x.GetUpdatedAt()),
@@ -169,6 +184,8 @@ func (g *Gateway) serveTaskCall(w http.ResponseWriter, r *http.Request, actor, s
 		return
 	}
 	if res.Execution.GetState() == pb.State_STATE_AWAITING_APPROVAL {
+		// Held so that the approval, not a second call, dispatches it.
+		g.approvals.hold(res.Execution.GetExecutionId(), actor, t, in)
 		writeRPC(w, msg.ID, taskHandle(res.Execution), nil)
 		return
 	}
@@ -238,8 +255,18 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, actor strin
 		g.cancelTask(w, r, msg, x)
 		return
 	}
+	resuming := false
+	switch x.GetState() {
+	case pb.State_STATE_AUTHORIZED:
+		// Approved: the agent polls, it does not call again, so its
+		// tasks/get resumes the task when this gateway holds the call.
+		resuming = g.resumeApproved(x)
+	case pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_ACCEPTED:
+	default:
+		g.approvals.forget(id) // decided, or dispatched by another call
+	}
 	completed := x.GetState() == pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED
-	g.answerTracked(w, r, actor, keys, msg.ID, x, completed, task(x))
+	g.answerTracked(w, r, actor, keys, msg.ID, x, completed, taskOf(x, resuming))
 }
 
 // cancelTask denies an execution that was not dispatched; a dispatched
@@ -253,6 +280,7 @@ func (g *Gateway) cancelTask(w http.ResponseWriter, r *http.Request, msg message
 			Apply: func(x *pb.Execution) { x.Reason, x.AuthorizedBy = cancelledReason, actor }})
 		cancel()
 		if err == nil {
+			g.approvals.forget(x.GetExecutionId())
 			writeRPC(w, msg.ID, task(dx), nil)
 			return
 		}

@@ -466,7 +466,7 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, b
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), gateway.StrictJSON(), connect.WithInterceptors(traces, authz)}
 	executions := &gateway.ExecutionService{Ledger: g.Ledger, Tools: binder}
 	budgets := &gateway.BudgetService{Keeper: g.Keeper, Decisions: g.Views}
-	approvals := &gateway.ApprovalService{Ledger: g.Ledger}
+	approvals := &gateway.ApprovalService{Ledger: g.Ledger, OnApproved: mg.Approved}
 	mux.Handle(portcullisv1connect.NewExecutionServiceHandler(executions, opts...))
 	mux.Handle(portcullisv1connect.NewBudgetServiceHandler(budgets, opts...))
 	mux.Handle(portcullisv1connect.NewApprovalServiceHandler(approvals, opts...))

@@ -1,11 +1,14 @@
 package test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	svc "github.com/portcullis-dev/portcullis/gen/portcullis/v1/portcullisv1connect"
 	"github.com/portcullis-dev/portcullis/server"
 )
 
@@ -115,4 +118,111 @@ func tasksRequestAs(t *testing.T, g *server.Gateway, token, taskID string) map[s
 	t.Helper()
 	h, body := modernRequest(11, "tasks/get", "", map[string]any{"taskId": taskID}, nil, true)
 	return rawPost(t, g, token, h, body).message(t)
+}
+
+// approveOver approves a pending execution through the Connect
+// ApprovalService of g, as a person would.
+func approveOver(t *testing.T, g *server.Gateway, id string) {
+	t.Helper()
+	if code, out := rpc(t, g.Addr, svc.ApprovalServiceApproveProcedure, "", fmt.Sprintf(`{"executionId": %q}`, id)); code != "ok" {
+		t.Fatalf("Approve %s: %s %v", id, code, out)
+	}
+}
+
+// pollTaskUntil asks tasks/get on g until the task has status want,
+// failing on any other status but working (bounded).
+func pollTaskUntil(t *testing.T, g *server.Gateway, taskID, want string) map[string]any {
+	t.Helper()
+	var res map[string]any
+	waitFor(t, "task "+taskID+" "+want, func() bool {
+		res, _ = tasksRequest(t, g, agentToken, 9, "tasks/get", taskID)["result"].(map[string]any)
+		if s := res["status"]; s != want && s != "working" {
+			t.Fatalf("task %s: want %s, got %v", taskID, want, res)
+		}
+		return res["status"] == want
+	})
+	return res
+}
+
+// The audit's scenario (s7b): a per_use tool called with the tasks
+// extension answers input_required; a person approves over Connect; the
+// agent only polls tasks/get, and the task goes on to completed with the
+// result, one effect at the target. Approved on the gateway that received
+// the call, the approval dispatches it; approved on another gateway, the
+// agent's tasks/get on the receiving one does, and a gateway that holds no
+// copy of the call (the ledger keeps none) tells the agent to call the tool
+// again instead of "working" forever. A denied task is never sent, and a
+// tasks/get racing a retry of the call dispatches once.
+func TestMCPApprovedTaskIsDispatched(t *testing.T) {
+	tg := newTarget(t)
+	cfg := identityConfig(t, tg)
+	g1 := startMCPGateway(t, cfg, "")
+	g2 := startMCPGateway(t, cfg, g1.NatsURL)
+	open := func(n int) string {
+		t.Helper()
+		msg := modernCall(t, g1, agentToken, n, "approve_job", map[string]any{"n": n}, nil, true)
+		h, _ := msg["result"].(map[string]any)
+		id, _ := h["taskId"].(string)
+		if h["status"] != "input_required" || id == "" {
+			t.Fatalf("want an input_required task: %v", msg)
+		}
+		return id
+	}
+	completed := func(done map[string]any, id string, performed int32) {
+		t.Helper()
+		res, _ := done["result"].(map[string]any)
+		rec, _ := res["structuredContent"].(map[string]any)
+		if rec["state"] != "completed" || rec["execution_id"] != id || tg.performed.Load() != performed || tg.seen.Load() != performed {
+			t.Fatalf("task %s: %v; target performed %d of %d requests, want %d", id, done, tg.performed.Load(), tg.seen.Load(), performed)
+		}
+		if x := getExecution(t, g1, id); x.GetDispatchCount() != 1 || x.GetAttachCount() != 0 {
+			t.Fatalf("task %s dispatched %d times, %d attached calls", id, x.GetDispatchCount(), x.GetAttachCount())
+		}
+	}
+
+	// Approved where the call was received: dispatched by the approval.
+	id := open(1)
+	approveOver(t, g1, id)
+	completed(pollTaskUntil(t, g1, id, "completed"), id, 1)
+
+	// Approved on the other gateway: that one holds no copy of the call
+	// and says what to do; the receiving gateway's tasks/get dispatches.
+	id = open(2)
+	approveOver(t, g2, id)
+	got, _ := tasksRequest(t, g2, agentToken, 10, "tasks/get", id)["result"].(map[string]any)
+	if msg, _ := got["statusMessage"].(string); got["status"] != "input_required" || !strings.Contains(msg, "call the tool again with the same arguments") {
+		t.Fatalf("tasks/get on a gateway without the call: %v", got)
+	}
+	if tg.seen.Load() != 1 {
+		t.Fatalf("sent before the agent's gateway was asked: target saw %d", tg.seen.Load())
+	}
+	completed(pollTaskUntil(t, g1, id, "completed"), id, 2)
+	completed(pollTaskUntil(t, g2, id, "completed"), id, 2)
+
+	// Denied: never sent, on either gateway.
+	id = open(3)
+	if code, out := rpc(t, g2.Addr, svc.ApprovalServiceDenyProcedure, "", fmt.Sprintf(`{"executionId": %q, "reason": "no"}`, id)); code != "ok" {
+		t.Fatalf("Deny: %s %v", code, out)
+	}
+	if got := pollTaskUntil(t, g1, id, "failed"); getExecution(t, g1, id).GetState() != pb.State_STATE_DENIED || tg.seen.Load() != 2 {
+		t.Fatalf("denied task: %v; target saw %d", got, tg.seen.Load())
+	}
+
+	// Approved elsewhere, then the agent's tasks/get and a retry of the
+	// call on the other gateway race: the DISPATCHED compare-and-set lets
+	// one of them send.
+	id = open(4)
+	approveOver(t, g2, id)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); tasksRequest(t, g1, agentToken, 11, "tasks/get", id) }()
+	go func() {
+		defer wg.Done()
+		modernCall(t, g2, agentToken, 12, "approve_job", map[string]any{"n": 4}, nil, true)
+	}()
+	wg.Wait()
+	done := pollTaskUntil(t, g1, id, "completed")
+	if tg.performed.Load() != 3 || tg.seen.Load() != 3 || getExecution(t, g1, id).GetDispatchCount() != 1 {
+		t.Fatalf("raced resume: %v; target performed %d of %d requests", done, tg.performed.Load(), tg.seen.Load())
+	}
 }
