@@ -194,14 +194,37 @@ func pinRoot(o Options, pub ed25519.PublicKey) error {
 	return os.WriteFile(p, []byte(hex.EncodeToString(pub)+"\n"), 0o600)
 }
 
-// metaEnrollments reads every stored enrollment of one gateway id.
+// metaEnrollments reads the stored enrollment records of one gateway id,
+// in stream order, for the keyring (which bounds how many count).
 func metaEnrollments(meta jetstream.Stream) trust.Lookup {
-	return func(ctx context.Context, gatewayID string) ([]*pb.SignedRecord, error) {
+	return func(ctx context.Context, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
 		if !gatewayIDPattern.MatchString(gatewayID) {
 			return nil, nil
 		}
-		return readRecords(ctx, meta, EnrollSubjectPfx+gatewayID+".*")
+		return readEnrollRecords(ctx, meta, gatewayID, afterSeq, limit)
 	}
+}
+
+// readEnrollRecords reads up to limit records stored under
+// pc.meta.enroll.<gateway id>.* after sequence afterSeq, oldest first, one
+// direct get each (the next message on the filter), so a look-up costs
+// what it reads and never lists every subject of the id. It returns what
+// it read before an error with the error.
+func readEnrollRecords(ctx context.Context, meta jetstream.Stream, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
+	filter := EnrollSubjectPfx + gatewayID + ".*"
+	var out []trust.StoredRecord
+	for len(out) < limit {
+		m, err := meta.GetMsg(ctx, afterSeq+1, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, trust.StoredRecord{Seq: m.Sequence, Data: m.Data})
+		afterSeq = m.Sequence
+	}
+	return out, nil
 }
 
 func readRecords(ctx context.Context, meta jetstream.Stream, filter string) ([]*pb.SignedRecord, error) {
@@ -230,15 +253,30 @@ func EnrollmentSubject(sr *pb.SignedRecord, gatewayID string) string {
 	return EnrollSubjectPfx + gatewayID + "." + hex.EncodeToString(sum[:8])
 }
 
-// publishEnrollment stores a signed enrollment (idempotent).
+// publishEnrollment stores a signed enrollment (idempotent). Its subject
+// is named by the record's digest; one that holds other bytes was taken by
+// someone else (or by a digest collision), and is reported, not taken for
+// this record.
 func publishEnrollment(ctx context.Context, js jetstream.JetStream, gatewayID string, sr *pb.SignedRecord) error {
 	b, err := proto.Marshal(sr)
 	if err != nil {
 		return err
 	}
-	_, err = js.Publish(ctx, EnrollmentSubject(sr, gatewayID), b, jetstream.WithExpectLastSequencePerSubject(0))
+	subj := EnrollmentSubject(sr, gatewayID)
+	_, err = js.Publish(ctx, subj, b, jetstream.WithExpectLastSequencePerSubject(0))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		meta, merr := js.Stream(ctx, metaStream)
+		if merr != nil {
+			return merr
+		}
+		m, gerr := meta.GetLastMsgForSubject(ctx, subj)
+		if gerr != nil {
+			return fmt.Errorf("%s is taken, and reading it: %w", subj, gerr)
+		}
+		if !bytes.Equal(m.Data, b) {
+			return fmt.Errorf("%s already holds a record this command did not write (seq %d): run the command again (a new record gets a new subject)", subj, m.Sequence)
+		}
 		return nil // the same record is already there
 	}
 	return err
@@ -279,6 +317,13 @@ func ensureEnrolled(ctx context.Context, js jetstream.JetStream, id *identity, g
 	if err := publishEnrollment(ctx, js, gatewayID, sr); err != nil {
 		return fmt.Errorf("enroll %s: %w", gatewayID, err)
 	}
+	meta, err := ensureMeta(ctx, js)
+	if err != nil {
+		return err
+	}
+	if err := enrollmentCounts(ctx, meta, gatewayID, sr); err != nil {
+		return err
+	}
 	if _, err := id.keyring.Add(sr); err != nil {
 		return err
 	}
@@ -286,56 +331,105 @@ func ensureEnrolled(ctx context.Context, js jetstream.JetStream, id *identity, g
 	return nil
 }
 
-// Enroll signs an enrollment with the root key and stores it, and seals
-// the ledger's fingerprint key to the gateway (when the ledger shares it),
-// for `portcullis enroll`.
-func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHex, addr string) error {
+// Enroll signs an enrollment with the root key and stores it, with the
+// ledger's fingerprint key sealed to the gateway inside it (when the
+// ledger shares it), for `portcullis enroll`. It returns notes for the
+// operator: what it did not do, and records it found that it did not
+// write.
+func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHex, addr string) ([]string, error) {
 	if !gatewayIDPattern.MatchString(gatewayID) {
-		return fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", gatewayID)
+		return nil, fmt.Errorf("gateway id %q: want 1-64 of A-Z a-z 0-9 _ -", gatewayID)
 	}
 	rootKey, err := trust.LoadKey(rootKeyRef)
 	if err != nil {
-		return fmt.Errorf("root key: %w", err)
+		return nil, fmt.Errorf("root key: %w", err)
 	}
 	pub, err := trust.ParsePublicKey(pubHex)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	box, err := hex.DecodeString(boxHex)
 	if err != nil || len(box) != 32 {
-		return fmt.Errorf("--box-key: want 32 bytes of hex")
+		return nil, fmt.Errorf("--box-key: want 32 bytes of hex")
 	}
-	// The enrollment and the sealed key are appends to pc.meta.*: the
-	// gateway user may make them, the analyst user (openForTool) may not.
+	// The enrollment is an append to pc.meta.*: the gateway user may make
+	// it, the analyst user (openForTool) may not.
 	n, _, err := openForToolAs(o, natsauth.Gateway)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer n.close()
 	meta, err := ensureMeta(ctx, n.js)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	root, err := readRoot(ctx, meta)
 	if err != nil {
-		return fmt.Errorf("ledger root: %w", err)
+		return nil, fmt.Errorf("ledger root: %w", err)
 	}
 	if !bytes.Equal(rootKey.Public().(ed25519.PublicKey), root.GetPublicKey()) {
-		return errors.New("the root key given is not this ledger's root")
+		return nil, errors.New("the root key given is not this ledger's root")
 	}
-	sr := trust.Enroll(rootKey, &pb.Enrollment{GatewayId: gatewayID, PublicKey: pub, ListenAddr: addr,
-		EnrolledUnixNano: time.Now().UnixNano(), BoxPublicKey: box})
-	if err := publishEnrollment(ctx, n.js, gatewayID, sr); err != nil {
-		return fmt.Errorf("enroll %s: %w", gatewayID, err)
+	taken, err := readEnrollRecords(ctx, meta, gatewayID, 0, trust.EnrollRecordsMax)
+	if err != nil {
+		return nil, fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
 	}
+	if len(taken) >= trust.EnrollRecordsMax {
+		return nil, fmt.Errorf("gateway id %s already holds %d enrollment records, the most that count for one id (anyone with the gateway NATS credentials can store records under any id): "+
+			"another would never be trusted; enroll this gateway under another id and start it with --gateway-id set to it", gatewayID, len(taken))
+	}
+	var notes []string
+	e := &pb.Enrollment{GatewayId: gatewayID, PublicKey: pub, ListenAddr: addr, EnrolledUnixNano: time.Now().UnixNano(), BoxPublicKey: box}
 	key, err := openSealedRoot(ctx, meta, rootKey)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil // the ledger does not share its fingerprint key
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		notes = append(notes, "the ledger does not share its fingerprint key (--no-share-fingerprint-key): give the gateway the key with --fingerprint-key")
+	case err != nil:
+		notes = append(notes, fmt.Sprintf("the fingerprint key sealed to the root on %s does not open with the root key (%v): not shared with %s; give it the key with --fingerprint-key", sealedKeyRoot, err, gatewayID))
+	default:
+		// The root's copy is a record anyone with the gateway NATS
+		// credentials could have stored first: seal it on only if it is
+		// the key the ledger was started with.
+		if ok, cerr := matchesKeyCheck(ctx, meta, key); cerr != nil {
+			return nil, cerr
+		} else if !ok {
+			notes = append(notes, fmt.Sprintf("the fingerprint key sealed to the root on %s does not match the ledger's key check (%s), so no gateway of this ledger wrote it: not shared with %s; give it the key with --fingerprint-key", sealedKeyRoot, keyCheckSubject, gatewayID))
+			break
+		}
+		if e.FingerprintKey, err = trust.SealKey(key, box); err != nil {
+			return nil, err
+		}
 	}
+	if m, err := meta.GetLastMsgForSubject(ctx, sealedKeySubject(gatewayID, box)); err == nil {
+		notes = append(notes, fmt.Sprintf("%s (seq %d) holds a sealed key this command did not write (an earlier version's enroll, or anyone with the gateway NATS credentials): %s ignores it unless it matches the ledger's key check, and takes the key from this enrollment first", sealedKeySubject(gatewayID, box), m.Sequence, gatewayID))
+	}
+	sr := trust.Enroll(rootKey, e)
+	if err := publishEnrollment(ctx, n.js, gatewayID, sr); err != nil {
+		return notes, fmt.Errorf("enroll %s: %w", gatewayID, err)
+	}
+	return notes, enrollmentCounts(ctx, meta, gatewayID, sr)
+}
+
+// enrollmentCounts checks that a stored enrollment is among the first
+// trust.EnrollRecordsMax records of its id, the ones gateways read:
+// records stored before it (by anyone with the gateway NATS credentials)
+// may have pushed it past them, and an enrollment no gateway trusts must
+// not be reported as done.
+func enrollmentCounts(ctx context.Context, meta jetstream.Stream, gatewayID string, sr *pb.SignedRecord) error {
+	stored, err := readEnrollRecords(ctx, meta, gatewayID, 0, trust.EnrollRecordsMax)
+	if err != nil {
+		return fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
+	}
+	want, err := proto.Marshal(sr)
 	if err != nil {
 		return err
 	}
-	return shareKey(ctx, n.js, key, gatewayID, box)
+	for _, r := range stored {
+		if bytes.Equal(r.Data, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the enrollment of %s was stored on %s after the first %d records of its id (anyone with the gateway NATS credentials can store records under any id), so no gateway trusts it: enroll this gateway under another id", gatewayID, EnrollmentSubject(sr, gatewayID), trust.EnrollRecordsMax)
 }
 
 // The fingerprint key: every gateway of one ledger must use the same key,
@@ -366,20 +460,37 @@ func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, id *iden
 			return nil, fmt.Errorf("fingerprint key: %w", err)
 		}
 	default:
-		if key, err = adoptSharedKey(ctx, meta, id, gatewayID); err == nil {
-			lg.Info("adopted the fingerprint key the ledger shares sealed")
-			if err := writeKeyFile(o.DataDir, key); err != nil {
-				return nil, err
+		check, cerr := meta.GetLastMsgForSubject(ctx, keyCheckSubject)
+		if errors.Is(cerr, jetstream.ErrMsgNotFound) {
+			// No gateway recorded a key yet: a sealed key found now has
+			// nothing to be checked against, so none is adopted.
+			if key, err = fingerprint.LoadOrCreateKey(o.DataDir); err != nil {
+				return nil, fmt.Errorf("fingerprint key: %w", err)
 			}
-		} else if _, cerr := meta.GetLastMsgForSubject(ctx, keyCheckSubject); cerr == nil {
+			break
+		}
+		if cerr != nil {
+			return nil, fmt.Errorf("key check: %w", cerr)
+		}
+		var forged []string
+		key, forged, err = adoptSharedKey(ctx, meta, id, gatewayID, string(check.Data))
+		for _, f := range forged {
+			lg.Warn("ignored a sealed fingerprint key: it is not the key this ledger was started with (anyone with the gateway NATS credentials can seal a key to this gateway; nothing of it was kept)", "record", f)
+		}
+		if err != nil {
+			if len(forged) > 0 {
+				return nil, fmt.Errorf("the ledger has a fingerprint key but shares none this gateway can open (%v); ignored %d sealed key(s) that do not match the ledger's key check (%s): enroll this gateway again with `portcullis enroll` (the enrollment carries the key, sealed and signed by the root), or give --fingerprint-key", err, len(forged), strings.Join(forged, "; "))
+			}
 			return nil, fmt.Errorf("the ledger has a fingerprint key but shares none this gateway can open (%v): enroll it with `portcullis enroll` (which seals the key to it), start it with --root-key, or give --fingerprint-key", err)
-		} else if key, err = fingerprint.LoadOrCreateKey(o.DataDir); err != nil {
-			return nil, fmt.Errorf("fingerprint key: %w", err)
+		}
+		// Written only now, after the key check matched: a key kept in the
+		// data dir is used without question at every later start.
+		lg.Info("adopted the fingerprint key the ledger shares sealed")
+		if err := writeKeyFile(o.DataDir, key); err != nil {
+			return nil, err
 		}
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("portcullis key check v1"))
-	check := hex.EncodeToString(m.Sum(nil))
+	check := keyCheck(key)
 	if _, err := js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0)); err == nil {
 		if !o.NoShareKey {
 			if err := shareKey(ctx, js, key, "", id.root.GetBoxPublicKey()); err != nil {
@@ -392,7 +503,13 @@ func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, id *iden
 			return nil, fmt.Errorf("key check: %w", err)
 		}
 		if string(got.Data) != check {
-			return nil, errors.New("fingerprint key differs from the one this ledger was started with: give every gateway the same key (--fingerprint-key or PORTCULLIS_FINGERPRINT_KEY, or copy fingerprint.key)")
+			hint := ""
+			if o.FingerprintKey == "" && fileExists(filepath.Join(o.DataDir, fingerprint.KeyFile)) && !o.NoShareKey {
+				// Earlier versions wrote a key adopted from the ledger
+				// here before checking it, a forged one included.
+				hint = fmt.Sprintf("; if this gateway adopted %s from the ledger rather than being given it, remove the file and start it again to adopt the ledger's key", filepath.Join(o.DataDir, fingerprint.KeyFile))
+			}
+			return nil, errors.New("fingerprint key differs from the one this ledger was started with: give every gateway the same key (--fingerprint-key or PORTCULLIS_FINGERPRINT_KEY, or copy fingerprint.key)" + hint)
 		}
 	}
 	if !o.NoShareKey {
@@ -422,17 +539,82 @@ func parseKeyRef(s string) (fingerprint.Key, error) {
 	return fingerprint.ParseKey(s)
 }
 
-// adoptSharedKey opens the key sealed to this gateway, else the one
-// sealed to the root (when this gateway holds the root key).
-func adoptSharedKey(ctx context.Context, meta jetstream.Stream, id *identity, gatewayID string) (fingerprint.Key, error) {
+// keyCheck is the value the meta stream records for the fingerprint key
+// (pc.meta.fingerprint_key_check): an HMAC under the key, so it names the
+// key without revealing it, and only a holder of the key can match it.
+func keyCheck(key fingerprint.Key) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("portcullis key check v1"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// matchesKeyCheck reports whether key is the one the ledger records the
+// check value of.
+func matchesKeyCheck(ctx context.Context, meta jetstream.Stream, key fingerprint.Key) (bool, error) {
+	got, err := meta.GetLastMsgForSubject(ctx, keyCheckSubject)
+	if err != nil {
+		return false, fmt.Errorf("key check: %w", err)
+	}
+	return hmac.Equal(got.Data, []byte(keyCheck(key))), nil
+}
+
+// adoptSharedKey finds the fingerprint key the ledger shares with this
+// gateway: sealed inside a root-signed enrollment of its key
+// (`portcullis enroll`), else sealed to its box key on
+// pc.meta.fpkey.gw.<id>.<digest> (earlier versions' enroll, or this
+// gateway at an earlier start), else sealed to the root (when it holds the
+// root key). A sealed box does not say who sealed it, and the plain
+// subjects are open to anyone with the gateway NATS credentials (first
+// write wins), so a key counts only if it matches the ledger's key check
+// (check): a key nobody holding the ledger's key sealed cannot. The others
+// are returned, named, in forged.
+func adoptSharedKey(ctx context.Context, meta jetstream.Stream, id *identity, gatewayID, check string) (key fingerprint.Key, forged []string, err error) {
 	boxPub, _ := trust.BoxKeys(id.signKey)
+	try := func(where string, k fingerprint.Key, err error) bool {
+		switch {
+		case err != nil:
+			forged = append(forged, fmt.Sprintf("%s: %v", where, err))
+		case !hmac.Equal([]byte(keyCheck(k)), []byte(check)):
+			forged = append(forged, where+": does not match the ledger's key check")
+		default:
+			key = k
+			return true
+		}
+		return false
+	}
+	recs, err := readEnrollRecords(ctx, meta, gatewayID, 0, trust.EnrollRecordsMax)
+	if err != nil {
+		return nil, nil, fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
+	}
+	pub := id.signKey.Public().(ed25519.PublicKey)
+	for _, r := range recs {
+		e, err := trust.OpenStoredEnrollment(id.root.GetPublicKey(), r.Data)
+		if err != nil || e.GetFingerprintKey() == nil || !bytes.Equal(e.GetPublicKey(), pub) || !bytes.Equal(e.GetBoxPublicKey(), boxPub[:]) {
+			continue // not a root-signed enrollment of this key with a sealed key
+		}
+		k, err := openSealedKey(e.GetFingerprintKey(), id.signKey)
+		if try(fmt.Sprintf("enrollment at seq %d", r.Seq), k, err) {
+			return key, forged, nil
+		}
+	}
 	if m, err := meta.GetLastMsgForSubject(ctx, sealedKeySubject(gatewayID, boxPub[:])); err == nil {
-		return openSealed(m.Data, id.signKey)
+		k, err := openSealed(m.Data, id.signKey)
+		if try(fmt.Sprintf("%s seq %d", sealedKeySubject(gatewayID, boxPub[:]), m.Sequence), k, err) {
+			return key, forged, nil
+		}
 	}
 	if id.rootKey == nil {
-		return nil, errors.New("no key sealed to this gateway and no root key")
+		return nil, forged, errors.New("no key sealed to this gateway and no root key")
 	}
-	return openSealedRoot(ctx, meta, id.rootKey)
+	m, err := meta.GetLastMsgForSubject(ctx, sealedKeyRoot)
+	if err != nil {
+		return nil, forged, fmt.Errorf("key sealed to the root: %w", err)
+	}
+	k, err := openSealed(m.Data, id.rootKey)
+	if try(fmt.Sprintf("%s seq %d", sealedKeyRoot, m.Sequence), k, err) {
+		return key, forged, nil
+	}
+	return nil, forged, errors.New("no key sealed to this gateway or to the root matches the ledger's key check")
 }
 
 func openSealedRoot(ctx context.Context, meta jetstream.Stream, rootKey ed25519.PrivateKey) (fingerprint.Key, error) {
@@ -448,6 +630,10 @@ func openSealed(data []byte, priv ed25519.PrivateKey) (fingerprint.Key, error) {
 	if err := proto.Unmarshal(data, sk); err != nil {
 		return nil, fmt.Errorf("%w: sealed key: %v", trust.ErrBadRecord, err)
 	}
+	return openSealedKey(sk, priv)
+}
+
+func openSealedKey(sk *pb.SealedKey, priv ed25519.PrivateKey) (fingerprint.Key, error) {
 	b, err := trust.OpenKey(sk, priv)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestEnrollmentCountsOnlyWithTheRootsSignature(t *testing.T) {
@@ -46,9 +47,9 @@ func TestEnrollmentCountsOnlyWithTheRootsSignature(t *testing.T) {
 func TestLookupFindsAGatewayEnrolledLater(t *testing.T) {
 	_, root, _ := ed25519.GenerateKey(nil)
 	_, gw, _ := ed25519.GenerateKey(nil)
-	stored := []*pb.SignedRecord{EnrollSelf(root, gw, "gw-2", "", time.Now())}
-	kr := NewKeyring(root.Public().(ed25519.PublicKey), func(_ context.Context, id string) ([]*pb.SignedRecord, error) {
-		if id == "gw-2" {
+	stored := []StoredRecord{{Seq: 7, Data: marshal(t, EnrollSelf(root, gw, "gw-2", "", time.Now()))}}
+	kr := NewKeyring(root.Public().(ed25519.PublicKey), func(_ context.Context, id string, after uint64, limit int) ([]StoredRecord, error) {
+		if id == "gw-2" && after < 7 {
 			return stored, nil
 		}
 		return nil, nil
@@ -56,12 +57,72 @@ func TestLookupFindsAGatewayEnrolledLater(t *testing.T) {
 	if len(keys(t, kr, "gw-2")) != 1 || len(keys(t, kr, "gw-3")) != 0 {
 		t.Fatal("lookup of a later enrollment")
 	}
-	failing := NewKeyring(root.Public().(ed25519.PublicKey), func(context.Context, string) ([]*pb.SignedRecord, error) {
+	failing := NewKeyring(root.Public().(ed25519.PublicKey), func(context.Context, string, uint64, int) ([]StoredRecord, error) {
 		return nil, errors.New("meta stream unreachable")
 	})
 	if _, err := failing.GatewayKeys("gw-2"); err == nil {
 		t.Fatal("a failed lookup must be an error, not 'not enrolled'")
 	}
+}
+
+// Junk under a gateway id costs one read per record, once: a later look-up
+// reads only what was stored since (the negative answer is cached by
+// sequence, so an enrollment stored later is still found), and an id
+// whose first EnrollRecordsMax records are junk is "not enrolled" without
+// any read, however much more is stored.
+func TestLookupReadsEachRecordOnceAndBounded(t *testing.T) {
+	_, root, _ := ed25519.GenerateKey(nil)
+	_, gw, _ := ed25519.GenerateKey(nil)
+	var stored []StoredRecord
+	for i := range 10 {
+		stored = append(stored, StoredRecord{Seq: uint64(i + 1), Data: []byte("junk")})
+	}
+	reads := 0
+	kr := NewKeyring(root.Public().(ed25519.PublicKey), func(_ context.Context, id string, after uint64, limit int) ([]StoredRecord, error) {
+		var out []StoredRecord
+		for _, r := range stored {
+			if r.Seq > after && len(out) < limit {
+				out = append(out, r)
+			}
+		}
+		reads += len(out)
+		return out, nil
+	})
+	for range 3 {
+		if len(keys(t, kr, "gw-2")) != 0 {
+			t.Fatal("junk enrolled a key")
+		}
+	}
+	if reads != 10 {
+		t.Fatalf("three look-ups over 10 junk records read %d records, want each once", reads)
+	}
+	stored = append(stored, StoredRecord{Seq: 11, Data: marshal(t, EnrollSelf(root, gw, "gw-2", "", time.Now()))})
+	if len(keys(t, kr, "gw-2")) != 1 || reads != 11 {
+		t.Fatalf("an enrollment stored after a negative answer: read %d", reads)
+	}
+
+	stored, reads = nil, 0
+	for i := range EnrollRecordsMax {
+		stored = append(stored, StoredRecord{Seq: uint64(i + 1), Data: []byte("junk")})
+	}
+	stored = append(stored, StoredRecord{Seq: EnrollRecordsMax + 1, Data: marshal(t, EnrollSelf(root, gw, "gw-3", "", time.Now()))})
+	for range 3 {
+		if len(keys(t, kr, "gw-3")) != 0 {
+			t.Fatal("an enrollment after the first EnrollRecordsMax records of its id counted")
+		}
+	}
+	if reads != EnrollRecordsMax {
+		t.Fatalf("read %d records of an id, want at most %d in all", reads, EnrollRecordsMax)
+	}
+}
+
+func marshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func keys(t *testing.T, kr *Keyring, id string) []ed25519.PublicKey {

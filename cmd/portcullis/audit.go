@@ -257,7 +257,11 @@ func enrollCmd() *cobra.Command {
 			if rootKey == "" || id == "" || pub == "" || box == "" {
 				return fmt.Errorf("--root-key, --gateway-id, --public-key and --box-key are required")
 			}
-			if err := server.Enroll(cmd.Context(), o, rootKey, id, pub, box, addr); err != nil {
+			notes, err := server.Enroll(cmd.Context(), o, rootKey, id, pub, box, addr)
+			for _, n := range notes {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "enrolled gateway %s\n", id)

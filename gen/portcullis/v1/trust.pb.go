@@ -111,9 +111,16 @@ type Enrollment struct {
 	ListenAddr       string `protobuf:"bytes,3,opt,name=listen_addr,json=listenAddr,proto3" json:"listen_addr,omitempty"`
 	EnrolledUnixNano int64  `protobuf:"varint,4,opt,name=enrolled_unix_nano,json=enrolledUnixNano,proto3" json:"enrolled_unix_nano,omitempty"`
 	// X25519 public key the fingerprint key is sealed to for this gateway.
-	BoxPublicKey  []byte `protobuf:"bytes,5,opt,name=box_public_key,json=boxPublicKey,proto3" json:"box_public_key,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BoxPublicKey []byte `protobuf:"bytes,5,opt,name=box_public_key,json=boxPublicKey,proto3" json:"box_public_key,omitempty"`
+	// The ledger's fingerprint key sealed to box_public_key, set by
+	// `portcullis enroll`: inside the root-signed record, so only the root
+	// vouches for it and it is stored on the record's own subject, which
+	// nobody can take first. The gateway adopts it only if it matches the
+	// ledger's key check. Absent in enrollments made before it, and in those
+	// a gateway holding the root key signs for itself.
+	FingerprintKey *SealedKey `protobuf:"bytes,6,opt,name=fingerprint_key,json=fingerprintKey,proto3" json:"fingerprint_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Enrollment) Reset() {
@@ -177,6 +184,13 @@ func (x *Enrollment) GetEnrolledUnixNano() int64 {
 func (x *Enrollment) GetBoxPublicKey() []byte {
 	if x != nil {
 		return x.BoxPublicKey
+	}
+	return nil
+}
+
+func (x *Enrollment) GetFingerprintKey() *SealedKey {
+	if x != nil {
+		return x.FingerprintKey
 	}
 	return nil
 }
@@ -517,7 +531,7 @@ const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"public_key\x18\x01 \x01(\fR\tpublicKey\x12$\n" +
 	"\x0ebox_public_key\x18\x02 \x01(\fR\fboxPublicKey\x12*\n" +
 	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\x12'\n" +
-	"\x0fexecution_lanes\x182 \x01(\rR\x0eexecutionLanes\"\xbf\x01\n" +
+	"\x0fexecution_lanes\x182 \x01(\rR\x0eexecutionLanes\"\x82\x02\n" +
 	"\n" +
 	"Enrollment\x12\x1d\n" +
 	"\n" +
@@ -527,7 +541,8 @@ const file_portcullis_v1_trust_proto_rawDesc = "" +
 	"\vlisten_addr\x18\x03 \x01(\tR\n" +
 	"listenAddr\x12,\n" +
 	"\x12enrolled_unix_nano\x18\x04 \x01(\x03R\x10enrolledUnixNano\x12$\n" +
-	"\x0ebox_public_key\x18\x05 \x01(\fR\fboxPublicKey\"D\n" +
+	"\x0ebox_public_key\x18\x05 \x01(\fR\fboxPublicKey\x12A\n" +
+	"\x0ffingerprint_key\x18\x06 \x01(\v2\x18.portcullis.v1.SealedKeyR\x0efingerprintKey\"D\n" +
 	"\fSignedRecord\x12\x16\n" +
 	"\x06record\x18\x01 \x01(\fR\x06record\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\fR\tsignature\"\\\n" +
@@ -575,13 +590,14 @@ var file_portcullis_v1_trust_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),  // 7: google.protobuf.Timestamp
 }
 var file_portcullis_v1_trust_proto_depIdxs = []int32{
-	7, // 0: portcullis.v1.Quarantined.quarantined_at:type_name -> google.protobuf.Timestamp
-	4, // 1: portcullis.v1.ListQuarantineResponse.quarantined:type_name -> portcullis.v1.Quarantined
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 0: portcullis.v1.Enrollment.fingerprint_key:type_name -> portcullis.v1.SealedKey
+	7, // 1: portcullis.v1.Quarantined.quarantined_at:type_name -> google.protobuf.Timestamp
+	4, // 2: portcullis.v1.ListQuarantineResponse.quarantined:type_name -> portcullis.v1.Quarantined
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_portcullis_v1_trust_proto_init() }
