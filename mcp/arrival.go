@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -80,6 +81,9 @@ type arrivalConn struct {
 	afterMark time.Time // arrival of the first bytes read since the mark (zero: none)
 	straddle  time.Time // lastRead when the mark was set
 	head      time.Time // the current request's arrival (set at StateActive; zero between requests)
+
+	reset  atomic.Bool // a read found the connection reset by the agent (a TCP RST)
+	closed atomic.Bool // closed here: its descriptor is not asked any more
 }
 
 // queueEmpty reports whether the kernel holds no received bytes for this
@@ -106,6 +110,9 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	n, err := c.Conn.Read(p)
+	if err != nil && errors.Is(err, syscall.ECONNRESET) {
+		c.reset.Store(true)
+	}
 	if n == 0 && err != nil && c.queueEmpty() {
 		// A read that ended without data: the server aborting its
 		// background read once it has written the response out (after the
@@ -133,6 +140,31 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	return n, err
+}
+
+// Close closes the connection; it is not asked about afterwards.
+func (c *arrivalConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
+}
+
+// peerReset reports whether the agent reset the connection (a TCP RST):
+// seen by a read, or, while the connection is open here, in the socket's
+// state, before any read of the server's noticed it. An agent that closes
+// a connection with received bytes unread resets it, so a response
+// written there was not all read, whatever the agent sends next.
+func (c *arrivalConn) peerReset() bool {
+	if c.reset.Load() {
+		return true
+	}
+	if c.raw == nil || c.closed.Load() {
+		return false
+	}
+	reset := false
+	if c.raw.Control(func(fd uintptr) { reset = socketReset(fd) }) != nil {
+		return c.reset.Load()
+	}
+	return reset || c.reset.Load()
 }
 
 // mark: the current request's body was read to its end; bytes read from
@@ -239,6 +271,17 @@ func requestArrival(r *http.Request) (at time.Time, forwarded bool) {
 		at = time.Now()
 	}
 	return at.Add(-time.Duration(ns)), true
+}
+
+// responseConn is the agent's own connection r's response goes out on
+// (nil: not known here, or the connection of another gateway that
+// forwarded r, which carries many agents' requests; or HTTP/2, where a
+// reset of the connection says nothing of one stream).
+func responseConn(r *http.Request) *arrivalConn {
+	if _, forwarded := r.Header[arrivalAgeHeader]; forwarded || r.ProtoMajor != 1 {
+		return nil
+	}
+	return connOf(r)
 }
 
 func firstOf(v []string) string {

@@ -7,3 +7,7 @@ package mcp
 // accept time. A new connection's first request can still be evidence
 // for its session; a later request on the same connection never is.
 func pendingBytes(uintptr) int { return -1 }
+
+// socketReset cannot ask the kernel here: only a read that failed with
+// ECONNRESET shows a reset.
+func socketReset(uintptr) bool { return false }

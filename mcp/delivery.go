@@ -73,9 +73,15 @@ type awaiting struct {
 // completed is an execution whose result a response carried, and when
 // that response completed.
 type completed struct {
-	id string
-	at time.Time
+	id   string
+	at   time.Time
+	conn *arrivalConn // the agent's connection it was written to (nil: not known here)
 }
+
+// unread reports whether the connection the response was written to was
+// reset by the agent: it closed it with bytes unread, the response among
+// them, so no later request is evidence that it read the response.
+func (c completed) unread() bool { return c.conn != nil && c.conn.peerReset() }
 
 // arrival is the latest request from an agent on a session or connection.
 type arrival struct {
@@ -175,7 +181,7 @@ func (d *delivery) carry(nonce, id string) {
 // stored result). A request whose bytes arrived on one of keys after
 // completedAt, while the handler was still returning, is evidence
 // already.
-func (d *delivery) responded(ctx context.Context, nonce, actor string, keys []string, completedAt time.Time, failed bool) {
+func (d *delivery) responded(ctx context.Context, nonce, actor string, keys []string, conn *arrivalConn, completedAt time.Time, failed bool) {
 	d.mu.Lock()
 	ids := d.pending[nonce]
 	delete(d.pending, nonce)
@@ -201,13 +207,13 @@ func (d *delivery) responded(ctx context.Context, nonce, actor string, keys []st
 			}
 			a.actor, a.at = actor, completedAt
 			for _, id := range ids {
-				a.ids = append(a.ids, completed{id: id, at: completedAt})
+				a.ids = append(a.ids, completed{id: id, at: completedAt, conn: conn})
 			}
 			d.awaiting[k] = a
 		}
 	}
 	d.mu.Unlock()
-	if seen {
+	if seen && !(completed{conn: conn}).unread() {
 		d.mark(ctx, actor, ids, "a later request on the same session or connection")
 	}
 }
@@ -246,9 +252,15 @@ func (d *delivery) evidence(ctx context.Context, actor string, keys []string, ar
 		}
 		keep := a.ids[:0]
 		for _, c := range a.ids {
-			if c.at.Before(arrivedAt) {
+			switch {
+			case c.unread():
+				// Dropped: its connection was reset with the response
+				// unread. A retry gets the stored result; an
+				// acknowledgement or a resumed stream still delivers it.
+				d.log.Debug("no delivery evidence: the connection that carried the result was reset by the agent", "execution", c.id)
+			case c.at.Before(arrivedAt):
 				ids = append(ids, c.id)
-			} else {
+			default:
 				keep = append(keep, c) // completed after this request's bytes arrived
 			}
 		}

@@ -143,7 +143,7 @@ func TestDeliveryEvidenceComparesArrival(t *testing.T) {
 	d.begin("n1")
 	d.carry("n1", id)
 	done := time.Now()
-	d.responded(ctx, "n1", "agent-7", []string{"c:1"}, done, false)
+	d.responded(ctx, "n1", "agent-7", []string{"c:1"}, nil, done, false)
 	d.evidence(ctx, "agent-7", []string{"c:1"}, done.Add(-time.Millisecond)) // sent before it completed
 	d.evidence(ctx, "agent-7", []string{"c:1"}, time.Time{})                 // arrival not known
 	d.evidence(ctx, "agent-9", []string{"c:1"}, done.Add(time.Millisecond))  // another agent

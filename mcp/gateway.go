@@ -289,7 +289,7 @@ func (g *Gateway) Handler() http.Handler {
 			}
 		}
 		h.ServeHTTP(tw, r)
-		g.delivery.responded(r.Context(), nonce, actor, keys, tw.completedAt(), tw.failed || r.Context().Err() != nil)
+		g.delivery.responded(r.Context(), nonce, actor, keys, responseConn(r), tw.completedAt(), tw.failed || r.Context().Err() != nil)
 	})
 }
 

@@ -224,7 +224,7 @@ func (g *Gateway) answerTracked(w http.ResponseWriter, r *http.Request, actor st
 	}
 	tw := &trackingWriter{ResponseWriter: w}
 	writeRPC(tw, id, result, nil)
-	g.delivery.responded(r.Context(), nonce, actor, keys, tw.completedAt(), tw.failed || r.Context().Err() != nil)
+	g.delivery.responded(r.Context(), nonce, actor, keys, responseConn(r), tw.completedAt(), tw.failed || r.Context().Err() != nil)
 }
 
 func (g *Gateway) lookup(ctx context.Context, id string) (*pb.Execution, error) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,5 +147,70 @@ func TestMCPPipelinedRequestIsNoEvidence(t *testing.T) {
 			}
 			waitState(t, g, id, "STATE_DELIVERED")
 		})
+	}
+}
+
+// An agent that closes its connection with the response unread resets it
+// (TCP RST): no later request of its session is evidence that it read that
+// response. One raw socket sends a tools/call and closes once the whole
+// response is in its receive queue, unread (a client whose timeout fired
+// as the bytes came); the agent then pings on the same session from a new
+// connection and retries the call without a key. The ping used to mark the
+// call DELIVERED, so the retry became a new execution and the target acted
+// twice; now the call stays COMPLETED_RESULT_NOT_DELIVERED and the retry
+// gets the stored result.
+func TestMCPResetConnectionIsNoEvidence(t *testing.T) {
+	tg := newTarget(t)
+	g := startMCPGateway(t, mcpConfig(t, tg), "")
+	sid := rawSession(t, g, agentToken)
+	h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	call := func(id int, release string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"deploy_release","arguments":{"release_id":%q}}}`, id, release)
+	}
+	// A second call whose result the agent reads and acknowledges after the
+	// ping: its DELIVERED lands after any the ping gave (the marker appends
+	// in order), so once it is there the ping's evidence would be too.
+	other := resultRecord(t, rawPost(t, g, agentToken, h, call(2, "reset-other")).message(t))["execution_id"].(string)
+
+	performed := tg.performed.Load()
+	conn, err := net.Dial("tcp", g.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(rawRequest(g, h, call(3, "reset-lost"))); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the whole response is in the agent's receive queue", func() bool {
+		buf := make([]byte, 1<<16)
+		n := 0
+		raw.Read(func(fd uintptr) bool {
+			n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			return true
+		})
+		got := string(buf[:max(n, 0)])
+		return strings.Contains(got, "execution_id") && strings.HasSuffix(got, "\r\n0\r\n\r\n") // the last chunk
+	})
+	conn.Close() // unread bytes: the kernel resets the connection
+
+	if r := rawPost(t, g, agentToken, h, `{"jsonrpc":"2.0","id":4,"method":"ping"}`); r.code != http.StatusOK {
+		t.Fatalf("ping: %d %s", r.code, r.body)
+	}
+	ack := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/io.portcullis/ack","params":{"_meta":{"io.portcullis/ack":[%q]}}}`, other)
+	if r := rawPost(t, g, agentToken, h, ack); r.code != http.StatusAccepted {
+		t.Fatalf("ack: %d %s", r.code, r.body)
+	}
+	waitState(t, g, other, "STATE_DELIVERED")
+
+	retry := resultRecord(t, rawPost(t, g, agentToken, map[string]string{"Mcp-Session-Id": rawSession(t, g, agentToken), "Mcp-Protocol-Version": "2025-11-25"}, call(5, "reset-lost")).message(t))
+	id := retry["execution_id"].(string)
+	if !strings.Contains(fmt.Sprint(retry["why"]), "stored result") || tg.performed.Load() != performed+1 {
+		t.Fatalf("keyless retry after a reset: %v; the target performed %d, want %d", retry, tg.performed.Load(), performed+1)
+	}
+	if x := getExecution(t, g, id); x.GetState().String() != "STATE_COMPLETED_RESULT_NOT_DELIVERED" {
+		t.Fatalf("after a reset and a ping: %v, want COMPLETED_RESULT_NOT_DELIVERED", x.GetState())
 	}
 }
