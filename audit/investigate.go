@@ -283,7 +283,16 @@ func Investigate(executionID string, events []Stored) Investigation {
 			q5.Evidence = append(q5.Evidence, at(s))
 		}
 	case len(inv.Related) > 0:
-		q5.Answer = "new attempt(s): " + strings.Join(inv.Related, ", ") + " (another operation key, or outside the match window)"
+		var whys []string
+		for _, id := range inv.Related {
+			if evs := byExec[id]; len(evs) > 0 && len(mine) > 0 {
+				whys = append(whys, id+": "+whyNew(mine, first, evs))
+			}
+		}
+		q5.Answer = "new attempt(s): " + strings.Join(inv.Related, ", ")
+		if len(whys) > 0 {
+			q5.Answer += " (" + strings.Join(whys, "; ") + ")"
+		}
 	default:
 		q5.Answer = "no second call was recorded"
 	}
@@ -294,6 +303,34 @@ func Investigate(executionID string, events []Stored) Investigation {
 	}
 	inv.Answers = []Answer{q1, q2, q3, q4, q5}
 	return inv
+}
+
+// whyNew says why another execution of the intent (its events other) did
+// not attach to this one (its events mine, its first record first), from
+// what both recorded and the matching rules: a key decides when present;
+// without one, a call attaches only while the prior execution awaits
+// delivery or resolution, inside the match window.
+func whyNew(mine []Stored, first *pb.Execution, other []Stored) string {
+	o := other[0]
+	if o.Seq < mine[0].Seq {
+		return "an earlier attempt"
+	}
+	if key := o.Event.GetExecutionChanged().GetExecution().GetOperationKey(); key != "" && key != first.GetOperationKey() {
+		return "it carried another operation key: a new operation"
+	}
+	var then pb.State
+	for _, s := range mine {
+		if s.Seq < o.Seq {
+			then = s.Event.GetExecutionChanged().GetExecution().GetState()
+		}
+	}
+	switch then {
+	case pb.State_STATE_DELIVERED:
+		return "this execution's result had been delivered when it came, and a call without an operation key attaches only until then"
+	case pb.State_STATE_NOT_EXECUTED:
+		return "this execution had been resolved as not executed when it came, and a call without an operation key attaches only until then"
+	}
+	return "it came outside the match window"
 }
 
 func detail(ev *pb.Event, x *pb.Execution) string {
