@@ -141,11 +141,12 @@ func (h *HTTP) Do(r HTTPRequest) Outcome {
 		}
 		req.Header.Set("Authorization", "Bearer "+cred)
 	}
-	if !r.Query {
-		once(req)
+	fresh := r.FreshConnection
+	if !r.Query && !once(req) {
+		fresh = true // never on a reused connection, so never resent by the transport
 	}
 	c := h.Client
-	if r.FreshConnection && h.Fresh != nil {
+	if fresh && h.Fresh != nil {
 		c = h.Fresh
 	}
 	resp, err := c.Do(req)
@@ -172,13 +173,22 @@ func (h *HTTP) Do(r HTTPRequest) Outcome {
 // carrying an Idempotency-Key header whose body it can rewind. That second
 // send would be a dispatch the ledger never recorded (and a second effect
 // at a target that ignores the key). A body without GetBody is not
-// rewindable, so the transport gives the error back instead; an empty one
-// is sent as no body at all.
-func once(req *http.Request) {
+// rewindable, so the transport gives the error back instead. A request
+// with no body gets an empty one the transport probes and sends as none
+// (GET, HEAD, DELETE, OPTIONS); on a method that carries a body it would
+// be sent chunked instead of as Content-Length 0, so once leaves such a
+// request as it is and reports false: it must go on a fresh connection,
+// which the transport never resends on.
+func once(req *http.Request) bool {
 	req.GetBody = nil
-	if req.Body == nil || req.Body == http.NoBody {
-		req.Body = io.NopCloser(bytes.NewReader(nil))
+	if req.Body != nil && req.Body != http.NoBody {
+		return true
 	}
+	if !QueryMethod(req.Method) {
+		return false
+	}
+	req.Body = io.NopCloser(bytes.NewReader(nil))
+	return true
 }
 
 // ResultText is the stored form of a result body: at most MaxResultBytes,

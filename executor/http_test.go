@@ -2,10 +2,12 @@ package executor
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,6 +299,14 @@ func TestHTTPSentOnceOnAReusedConnection(t *testing.T) {
 			}
 			path := "/op/" + strings.ToLower(method) + hdr
 			o := h.Do(HTTPRequest{Method: method, URL: srv.URL + path, Body: []byte(`{"a":1}`), ExecutionID: testID, IdemHeader: hdr, Timeout: 5 * time.Second})
+			if method == http.MethodPost && hdr == "" {
+				// and a POST without a body
+				mu.Lock()
+				hits["POST /op/post"] = 0
+				mu.Unlock()
+				h.Do(HTTPRequest{Method: method, URL: srv.URL + "/warm", ExecutionID: testID})
+				o = h.Do(HTTPRequest{Method: method, URL: srv.URL + path, ExecutionID: testID, Timeout: 5 * time.Second})
+			}
 			mu.Lock()
 			n := hits[method+" "+path]
 			mu.Unlock()
@@ -305,6 +315,24 @@ func TestHTTPSentOnceOnAReusedConnection(t *testing.T) {
 			}
 		}
 	}
+	// A request without a body on a method that carries one goes on a
+	// fresh connection (sent as Content-Length 0, not chunked).
+	var mu2 sync.Mutex
+	var sent []string
+	plain := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		mu2.Lock()
+		sent = append(sent, fmt.Sprint(r.Method, " ", r.ContentLength, " ", r.TransferEncoding))
+		mu2.Unlock()
+	}))
+	defer plain.Close()
+	for _, m := range []string{http.MethodPost, http.MethodDelete} {
+		h.Do(HTTPRequest{Method: m, URL: plain.URL, ExecutionID: testID})
+	}
+	mu2.Lock()
+	if want := []string{"POST 0 []", "DELETE 0 []"}; !slices.Equal(sent, want) {
+		t.Errorf("bodiless requests were sent as %q, want %q", sent, want)
+	}
+	mu2.Unlock()
 	// A status query may be asked again: asking changes nothing.
 	h.Do(HTTPRequest{Method: http.MethodGet, URL: srv.URL + "/warm", ExecutionID: testID})
 	h.Do(HTTPRequest{Method: http.MethodGet, URL: srv.URL + "/status", ExecutionID: testID, Query: true, Timeout: 5 * time.Second})
@@ -334,7 +362,7 @@ func TestHTTPFreshConnection(t *testing.T) {
 		t.Errorf("3 fresh requests used %d connections", n)
 	}
 	for range 3 {
-		h.Do(HTTPRequest{URL: srv.URL, ExecutionID: testID})
+		h.Do(HTTPRequest{URL: srv.URL, Body: []byte(`{}`), ExecutionID: testID})
 	}
 	if n := conns.Load(); n != 4 {
 		t.Errorf("3 pooled requests after 3 fresh ones: %d connections in all, want 4", n)
