@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,12 +47,45 @@ const (
 
 // EventStore is an sdk.EventStore on a JetStream stream: one subject per
 // (session, stream), named by digests so ids never reach subject syntax.
+// It serves only events a gateway of this ledger wrote, each at the index
+// it was written at (streammac.go).
 type EventStore struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	key    []byte // StreamsKey of the ledger's fingerprint key
+	log    *slog.Logger
+
+	mu sync.Mutex
+	// next is the index of each open stream's next event (session →
+	// stream → index), counted here because the SDK does not pass it;
+	// at most maxOpenStreams entries (open counts them).
+	next     map[string]map[string]int
+	open     int
+	reported map[uint64]bool // stored sequences already reported as rejected
+	reportQ  []uint64        // the same, oldest first (at most maxReported)
+	onReject func(reason string)
+	rejected atomic.Uint64
 }
 
 var _ sdk.EventStore = (*EventStore)(nil)
+
+const (
+	// maxOpenStreams bounds the streams whose next index is counted in
+	// memory (about 100 bytes each). A stream forgotten beyond it (the
+	// one dropped is arbitrary) finds its index again from what it
+	// stored, at its next append (nextIndex).
+	maxOpenStreams = 1 << 16
+	// maxStreamScan bounds the stored messages read for one stream on a
+	// resumption; a subject holding more (a genuine stream holds a
+	// response and its notifications: a few) cannot be resumed, and the
+	// call's retry gets its stored result.
+	maxStreamScan = 1 << 14
+	// maxReported bounds the rejected messages remembered, so that one
+	// read again (every resumption reads the whole stream, and a
+	// resumption reads it twice: delivery evidence, then the replay) is
+	// logged and counted once.
+	maxReported = 4096
+)
 
 // StreamsConfig is the response streams' stream: memory storage, bounded
 // by streamsMaxBytes, 24h retention; like every stream of the ledger it
@@ -113,14 +148,34 @@ func EnsureStreamsStream(ctx context.Context, js jetstream.JetStream, replicas i
 	return s, nil
 }
 
-// OpenEventStore ensures the stream (see EnsureStreamsStream).
-func OpenEventStore(ctx context.Context, js jetstream.JetStream, replicas int) (*EventStore, error) {
+// OpenEventStore ensures the stream (see EnsureStreamsStream). Events are
+// authenticated under streamsKey (StreamsKey of the fingerprint key);
+// rejected ones are logged to lg.
+func OpenEventStore(ctx context.Context, js jetstream.JetStream, replicas int, streamsKey []byte, lg *slog.Logger) (*EventStore, error) {
+	if len(streamsKey) < sha256.Size {
+		return nil, fmt.Errorf("mcp streams key of %d bytes, want %d", len(streamsKey), sha256.Size)
+	}
 	s, err := EnsureStreamsStream(ctx, js, replicas, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ensure %s: %w", StreamsStream, err)
 	}
-	return &EventStore{js: js, stream: s}, nil
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &EventStore{js: js, stream: s, key: streamsKey, log: lg, next: map[string]map[string]int{}, reported: map[uint64]bool{}}, nil
 }
+
+// OnReject hears each stored message that was not served, once, with its
+// reason (RejectMAC, RejectPosition): for the quarantine metric.
+func (e *EventStore) OnReject(f func(reason string)) {
+	e.mu.Lock()
+	e.onReject = f
+	e.mu.Unlock()
+}
+
+// Rejected counts the stored messages this store refused to serve since
+// it started.
+func (e *EventStore) Rejected() uint64 { return e.rejected.Load() }
 
 func token(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -131,69 +186,229 @@ func streamSubject(sessionID, streamID string) string {
 	return "pc.mcp." + token(sessionID) + "." + token(streamID)
 }
 
-// Open needs nothing: a stream's subject exists with its first event.
-func (e *EventStore) Open(context.Context, string, string) error { return nil }
+// Open starts counting a new stream's events at index 0 (the SDK opens
+// each stream, the session's standalone one included, before it appends
+// to it; stream ids are random, so its subject is empty).
+func (e *EventStore) Open(_ context.Context, sessionID, streamID string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.setNextLocked(sessionID, streamID, 0)
+	return nil
+}
 
-// Append stores one outgoing event durably before it is sent.
+func (e *EventStore) setNextLocked(sessionID, streamID string, index int) {
+	streams := e.next[sessionID]
+	if streams == nil {
+		streams = map[string]int{}
+		e.next[sessionID] = streams
+	}
+	if _, ok := streams[streamID]; !ok {
+		if e.open >= maxOpenStreams {
+			e.forgetOneLocked()
+		}
+		e.open++
+	}
+	streams[streamID] = index
+}
+
+// forgetOneLocked drops one counted stream; should it append again, its
+// index is read back from JetStream (nextIndex).
+func (e *EventStore) forgetOneLocked() {
+	for sid, streams := range e.next {
+		for id := range streams {
+			delete(streams, id)
+			e.open--
+			break
+		}
+		if len(streams) == 0 {
+			delete(e.next, sid)
+		}
+		return
+	}
+}
+
+// Append stores one outgoing event, with its index and MAC, before it is
+// sent. The SDK appends to one stream at a time (under the stream's lock),
+// and only the gateway that holds the session appends to its streams.
 func (e *EventStore) Append(ctx context.Context, sessionID, streamID string, data []byte) error {
-	if _, err := e.js.Publish(ctx, streamSubject(sessionID, streamID), data); err != nil {
+	index, err := e.nextIndex(ctx, sessionID, streamID)
+	if err != nil {
+		return fmt.Errorf("append mcp stream event: %w", err)
+	}
+	subj := streamSubject(sessionID, streamID)
+	if _, err := e.js.PublishMsg(ctx, sealEvent(e.key, subj, sessionID, streamID, index, data)); err != nil {
 		return fmt.Errorf("append mcp stream event: %w", err)
 	}
 	return nil
 }
 
-// After yields the stream's events after index (0-based), in order.
+// nextIndex takes the index of a stream's next event. It counts an
+// append that then fails: the SDK gives that event its index anyway (its
+// event id), and the next event has the one after it; a resumption past
+// the missing event finds the gap and refuses, as the SDK requires.
+func (e *EventStore) nextIndex(ctx context.Context, sessionID, streamID string) (int, error) {
+	e.mu.Lock()
+	index, ok := e.next[sessionID][streamID]
+	if ok {
+		e.setNextLocked(sessionID, streamID, index+1)
+		e.mu.Unlock()
+		return index, nil
+	}
+	e.mu.Unlock()
+	// Forgotten (maxOpenStreams): the stream's last verified event says
+	// where it is.
+	events, err := e.verified(ctx, sessionID, streamID)
+	if err != nil {
+		return 0, err
+	}
+	if len(events) > 0 {
+		index = events[len(events)-1].index + 1
+	}
+	e.mu.Lock()
+	e.setNextLocked(sessionID, streamID, index+1)
+	e.mu.Unlock()
+	return index, nil
+}
+
+// storedEvent is one verified event of a stream.
+type storedEvent struct {
+	index int
+	data  []byte
+}
+
+// After yields the stream's events after index (0-based), in order: only
+// verified events, by the index each carries, so a message no gateway of
+// the ledger wrote neither reaches the client nor shifts what it gets. An
+// index the stream never reached, or events after it that are gone
+// (dropped by the stream's limits, or an append that failed), is
+// sdk.ErrEventsPurged before anything is yielded.
 func (e *EventStore) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
-		subj := streamSubject(sessionID, streamID)
-		info, err := e.stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+		events, err := e.verified(ctx, sessionID, streamID)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		total := int(info.State.Subjects[subj])
-		switch {
-		case index < -1 || index >= total:
-			yield(nil, fmt.Errorf("mcp stream: no event %d (the stream holds %d): %w", index, total, sdk.ErrEventsPurged))
-			return
-		case index == total-1:
-			return // nothing after it yet
+		last := -1
+		if len(events) > 0 {
+			last = events[len(events)-1].index
 		}
-		rctx, cancel := context.WithTimeout(ctx, readWaitMax)
-		defer cancel()
-		c, err := e.stream.OrderedConsumer(rctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-		if err != nil {
-			yield(nil, err)
+		if index < -1 || index > last {
+			yield(nil, fmt.Errorf("mcp stream: no event %d (the last is %d): %w", index, last, sdk.ErrEventsPurged))
 			return
 		}
-		seen := 0
-		for seen < total {
-			batch, err := c.Fetch(total-seen, jetstream.FetchMaxWait(readWaitMax))
-			if err != nil {
-				yield(nil, err)
+		from := len(events)
+		for i, ev := range events {
+			if ev.index > index {
+				from = i
+				break
+			}
+		}
+		for k, ev := range events[from:] {
+			if ev.index != index+1+k {
+				yield(nil, fmt.Errorf("mcp stream: event %d is gone: %w", index+1+k, sdk.ErrEventsPurged))
 				return
 			}
-			got := 0
-			for m := range batch.Messages() {
-				got++
-				if seen > index {
-					if !yield(m.Data(), nil) {
-						return
-					}
-				}
-				seen++
-			}
-			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-				yield(nil, err)
-				return
-			}
-			if got == 0 {
-				yield(nil, fmt.Errorf("mcp stream: read %d of %d events", seen, total))
+		}
+		for _, ev := range events[from:] {
+			if !yield(ev.data, nil) {
 				return
 			}
 		}
 	}
 }
 
-// SessionClosed keeps the events: retention (24h) reclaims them.
-func (e *EventStore) SessionClosed(context.Context, string) error { return nil }
+// verified reads a stream's stored messages and keeps those that carry a
+// valid MAC for this session, stream and their index, each past the last
+// one kept (strictly increasing indexes: a copy of a genuine event
+// stored after it repeats an index). The rest are reported and skipped.
+func (e *EventStore) verified(ctx context.Context, sessionID, streamID string) ([]storedEvent, error) {
+	subj := streamSubject(sessionID, streamID)
+	info, err := e.stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return nil, err
+	}
+	total := int(info.State.Subjects[subj])
+	if total == 0 {
+		return nil, nil
+	}
+	if total > maxStreamScan {
+		return nil, fmt.Errorf("mcp stream: %d stored messages, more than the %d read: %w", total, maxStreamScan, sdk.ErrEventsPurged)
+	}
+	rctx, cancel := context.WithTimeout(ctx, readWaitMax)
+	defer cancel()
+	c, err := e.stream.OrderedConsumer(rctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return nil, err
+	}
+	var events []storedEvent
+	seen := 0
+	for seen < total {
+		batch, err := c.Fetch(total-seen, jetstream.FetchMaxWait(readWaitMax))
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			seen++
+			index, err := openEvent(e.key, sessionID, streamID, m.Headers(), m.Data())
+			switch {
+			case err != nil:
+				e.reject(m, subj, RejectMAC, -1)
+			case len(events) > 0 && index <= events[len(events)-1].index:
+				e.reject(m, subj, RejectPosition, index)
+			default:
+				events = append(events, storedEvent{index: index, data: m.Data()})
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, err
+		}
+		if got == 0 {
+			return nil, fmt.Errorf("mcp stream: read %d of %d events", seen, total)
+		}
+	}
+	return events, nil
+}
+
+// reject logs and counts a stored message that is not served, once per
+// stored message (maxReported).
+func (e *EventStore) reject(m jetstream.Msg, subject, reason string, index int) {
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	e.mu.Lock()
+	if e.reported[seq] {
+		e.mu.Unlock()
+		return
+	}
+	e.reported[seq] = true
+	e.reportQ = append(e.reportQ, seq)
+	if len(e.reportQ) > maxReported {
+		delete(e.reported, e.reportQ[0])
+		e.reportQ = e.reportQ[1:]
+	}
+	f := e.onReject
+	e.mu.Unlock()
+	e.rejected.Add(1)
+	if f != nil {
+		f(reason)
+	}
+	why := "no valid MAC under the ledger's streams key: not written by a gateway of this ledger (or stored before events carried one)"
+	if reason == RejectPosition {
+		why = "a genuine event stored again after its place (a replay)"
+	}
+	e.log.Warn("a stored MCP response-stream event was not served: "+why, "stream", StreamsStream, "subject", subject, "seq", seq, "reason", reason, "index", index)
+}
+
+// SessionClosed stops counting the session's streams; retention (24h)
+// reclaims their events.
+func (e *EventStore) SessionClosed(_ context.Context, sessionID string) error {
+	e.mu.Lock()
+	e.open -= len(e.next[sessionID])
+	delete(e.next, sessionID)
+	e.mu.Unlock()
+	return nil
+}

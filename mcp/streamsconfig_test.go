@@ -32,7 +32,7 @@ func TestStreamsStreamDeniesDeleteAndPurge(t *testing.T) {
 	t.Run("new", func(t *testing.T) {
 		_, admin := natstest.Start(t)
 		js, _ := jetstream.New(admin)
-		e, err := OpenEventStore(ctx, js, 1)
+		e, err := OpenEventStore(ctx, js, 1, testStreamsKey, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -374,10 +374,15 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		Budget: keeper.Binding{Keeper: g.Keeper}, OnBegin: g.Metrics.OnBegin, Lanes: lanes}) // the executions logs sign their commit groups (GroupSignKey)
 	g.watch(o)
 
-	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas)
+	// Stored response-stream events carry a MAC under a key derived from
+	// the fingerprint key, which every gateway of the ledger holds and the
+	// NATS credentials do not open; one without a valid MAC is never served
+	// and is counted with the quarantined events.
+	events, err := mcp.OpenEventStore(ctx, g.nats.js, replicas, mcp.StreamsKey(key), g.log)
 	if err != nil {
 		return nil, err
 	}
+	events.OnReject(func(reason string) { g.Metrics.Quarantined(mcp.StreamsStream, reason) })
 	g.sesLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: mcp.SessionsStream, Description: streamDescriptions[mcp.SessionsStream], Subjects: mcp.SessionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(mcp.SessionsStream), Feed: feeds[mcp.SessionsStream]})
 	if err != nil {
 		return nil, err
