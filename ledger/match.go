@@ -76,6 +76,17 @@ func MatchPrior(in MatchInput) Match {
 	return attachTo(p, in)
 }
 
+// ReadOnlyKeyRefusal is why a call to a read_only tool that carries an
+// operation key is refused before anything is recorded. A read_only call
+// is never matched, so the key could not make a retry return the first
+// answer, and recording it would leave a key that bound nothing: the same
+// key with other arguments made a second execution, and later on a
+// side-effecting tool a "new" operation. Refusing keeps one key one
+// operation (docs/matching.md).
+func ReadOnlyKeyRefusal(tool string) string {
+	return "tool " + tool + " is read_only: its calls are recorded but never matched, so an operation key would bind nothing; send the call without one"
+}
+
 // attachTo is the recovery for a matched prior, with the dispatch deadline
 // deciding between WAIT and expiry.
 func attachTo(p *pb.Execution, in MatchInput) Match {

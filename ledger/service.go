@@ -142,6 +142,9 @@ func (s *Service) begin(ctx context.Context, in BeginInput) (BeginResult, error)
 	if !ok {
 		return BeginResult{}, fmt.Errorf("%w: %q (a side-effecting tool needs a written contract in the config)", ErrNoContract, in.Action.Tool)
 	}
+	if c.Retry == contract.ReadOnly && in.OperationKey != "" {
+		return BeginResult{}, fmt.Errorf("%w: %s", ErrInvalid, ReadOnlyKeyRefusal(in.Action.Tool))
+	}
 	d, err := fingerprint.Compute(s.key, c.Fingerprint, in.Action)
 	if err != nil {
 		return BeginResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)

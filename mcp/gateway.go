@@ -226,6 +226,9 @@ func (g *Gateway) Handler() http.Handler {
 		// one is refused and changes nothing (no evidence, no
 		// acknowledgement, nothing recorded or sent).
 		cm, err := msg.readMeta()
+		if err == nil {
+			err = checkKeyUse(msg, cm, g.tools)
+		}
 		if err != nil {
 			refuseMeta(w, msg.ID, err)
 			return

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/portcullis-dev/portcullis/config"
+	"github.com/portcullis-dev/portcullis/contract"
 	"github.com/portcullis-dev/portcullis/ledger"
 )
 
@@ -86,6 +88,21 @@ func readMeta(meta map[string]any) (callMeta, error) {
 		return cm, err
 	}
 	return cm, nil
+}
+
+// checkKeyUse refuses an operation key on a call to a read_only tool,
+// before anything is recorded (the ledger refuses it too; here it is the
+// same JSON-RPC error as a malformed key, ledger.ReadOnlyKeyRefusal says
+// why).
+func checkKeyUse(msg message, cm callMeta, tools map[string]config.Tool) error {
+	if msg.Method != "tools/call" || cm.operationKey == "" {
+		return nil
+	}
+	t, ok := tools[msg.Params.Name]
+	if !ok || t.Contract.Retry != contract.ReadOnly {
+		return nil
+	}
+	return badMeta("_meta %q: %s", MetaOperationKey, ledger.ReadOnlyKeyRefusal(t.Name))
 }
 
 // metaField reads a string key: absent is ("", false, nil); present, it
