@@ -6,6 +6,28 @@ import (
 	"time"
 )
 
+// MaxAccountNameBytes is the longest account name.
+const MaxAccountNameBytes = 64
+
+// ValidAccountName reports whether name can name an account: 1 to
+// MaxAccountNameBytes of A-Z a-z 0-9 _ -, so it is one subject token of the
+// budget stream. The keeper checks it before every decision, and the
+// execution ledger before it records a budget-bound execution, so a name
+// taken from an agent's arguments is refused as bad input rather than
+// recorded as a denial.
+func ValidAccountName(name string) bool {
+	if len(name) == 0 || len(name) > MaxAccountNameBytes {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // HoldState is where an operation's reservation stands.
 type HoldState string
 

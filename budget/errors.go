@@ -10,6 +10,10 @@ var (
 	// ErrUnknownAccount: the account has no limit yet (nil or never set).
 	ErrUnknownAccount = errors.New("unknown account")
 
+	// ErrBadAccount: an account name that cannot be a subject token (see
+	// ValidAccountName).
+	ErrBadAccount = errors.New("account names are 1-64 of A-Z a-z 0-9 _ -")
+
 	// ErrMissingKey: the operation key is empty. Without it a retry cannot
 	// be told from a new payment.
 	ErrMissingKey = errors.New("missing operation key")

@@ -8,6 +8,8 @@ package contract
 import (
 	"fmt"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/budget"
 )
 
 // RetryClass says what may be done when the caller loses the answer after dispatch.
@@ -90,6 +92,11 @@ type BudgetBinding struct {
 	Account  string
 	Amount   string
 	Currency string // "" = the account's
+}
+
+func isArgumentPath(v string) bool {
+	_, ok := ArgumentPath(v)
+	return ok
 }
 
 // ArgumentPath returns the argument path of a binding value, or false when
@@ -208,6 +215,8 @@ func (c Contract) Validate() error {
 		return fmt.Errorf("tool %q: unknown intent scope %q", c.Tool, c.IntentScope)
 	case c.Budget != nil && (c.Budget.Account == "" || c.Budget.Amount == ""):
 		return fmt.Errorf("tool %q: budget needs account and amount", c.Tool)
+	case c.Budget != nil && !isArgumentPath(c.Budget.Account) && !budget.ValidAccountName(c.Budget.Account):
+		return fmt.Errorf("tool %q: budget account %q: %w", c.Tool, c.Budget.Account, budget.ErrBadAccount)
 	case c.Budget != nil && c.Retry == ReadOnly:
 		return fmt.Errorf("tool %q: a read_only tool spends no budget", c.Tool)
 	}

@@ -57,6 +57,11 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	bound := ok
+	bound.Budget = &BudgetBinding{Account: "$.account", Amount: "$.amount"}
+	if err := bound.Validate(); err != nil {
+		t.Fatalf("an account from the arguments is checked per call: %v", err)
+	}
 	ro := Contract{Tool: "r", Retry: ReadOnly, Approval: ApprovalSession}
 	if err := ro.Validate(); err != nil {
 		t.Fatalf("read_only needs no window: %v", err)
@@ -70,6 +75,7 @@ func TestValidate(t *testing.T) {
 		"unknown intent scope":         func(c *Contract) { c.IntentScope = "planet" },
 		"budget needs account":         func(c *Contract) { c.Budget = &BudgetBinding{Account: "a"} },
 		"a read_only tool spends no b": func(c *Contract) { c.Retry, c.Budget = ReadOnly, &BudgetBinding{Account: "a", Amount: "1"} },
+		"account names are 1-64":       func(c *Contract) { c.Budget = &BudgetBinding{Account: "ops team", Amount: "1"} },
 	} {
 		c := ok
 		mut(&c)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/portcullis-dev/portcullis/budget"
 	"github.com/portcullis-dev/portcullis/contract"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
 )
@@ -25,7 +26,8 @@ type BudgetHold struct {
 // never counts twice.
 type Budget interface {
 	// Hold reserves (or finds) the hold; allowed=false with the reason when
-	// the budget denies it.
+	// the budget denies it. Neither the reason nor an error names the
+	// account: the ledger does ("budget <account>: …").
 	Hold(ctx context.Context, h BudgetHold) (allowed bool, reason string, err error)
 	// Settle spends the hold: the effect is confirmed.
 	Settle(ctx context.Context, h BudgetHold, ev BudgetEvidence) error
@@ -90,6 +92,11 @@ func resolveBinding(b *contract.BudgetBinding, rawArgs []byte) (account string, 
 	}
 	if account, err = str("account", b.Account); err != nil {
 		return "", 0, "", err
+	}
+	if !budget.ValidAccountName(account) {
+		// Refused like a bad amount, before anything is recorded: recorded,
+		// it became a DENIED execution that every retry got back.
+		return "", 0, "", fmt.Errorf("%w: budget account %.70q: %w", ErrInvalid, account, budget.ErrBadAccount)
 	}
 	if b.Currency != "" {
 		if currency, err = str("currency", b.Currency); err != nil {
@@ -217,7 +224,7 @@ func (s *Service) budgetEffect(ctx context.Context, x *pb.Execution, t pb.EventT
 		}
 		allowed, why, err := s.budget.Hold(ctx, h)
 		if err != nil {
-			return err
+			return fmt.Errorf("budget %s: %w", h.Account, err)
 		}
 		if !allowed {
 			return fmt.Errorf("%w: budget %s denies %d: %s", ErrBudgetDenied, h.Account, h.Amount, why)

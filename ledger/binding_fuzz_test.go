@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/portcullis-dev/portcullis/budget"
 	"github.com/portcullis-dev/portcullis/contract"
 )
 
@@ -23,6 +24,10 @@ func TestResolveBinding(t *testing.T) {
 	if _, amt, _, err := resolveBinding(b, []byte(`{"acct":"team-a","payment":{"amount":"1250"}}`)); err != nil || amt != 1250 {
 		t.Fatalf("an amount as a decimal string: %d %v", amt, err)
 	}
+	if _, _, _, err := resolveBinding(b, []byte(`{"acct":"bad acct!","payment":{"amount":5}}`)); !errors.Is(err, budget.ErrBadAccount) ||
+		err.Error() != `invalid request: budget account "bad acct!": account names are 1-64 of A-Z a-z 0-9 _ -` {
+		t.Errorf("bad account name: %v", err)
+	}
 	for _, args := range []string{
 		`{"acct":"team-a"}`,                            // amount missing
 		`{"acct":"team-a","payment":5}`,                // not an object on the way
@@ -38,6 +43,8 @@ func TestResolveBinding(t *testing.T) {
 		`{"acct":"team-a","payment":{"amount":" 5"}}`,  // spaces
 		`{"acct":"team-a","payment":{"amount":1e3}}`,   // an exponent
 		`not json`,
+		`{"acct":"bad acct!","payment":{"amount":5}}`, // not an account name
+		`{"acct":"","payment":{"amount":5}}`,          // empty account name
 	} {
 		if _, _, _, err := resolveBinding(b, []byte(args)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", args, err)

@@ -299,3 +299,34 @@ func TestLateResultOverConnectResolves(t *testing.T) {
 	_, err = c.RecordResult(ctx, connect.NewRequest(&pb.RecordResultRequest{ExecutionId: id, TargetStatus: 200}))
 	wantCode(t, err, connect.CodeFailedPrecondition)
 }
+
+// A bad account name taken from the agent's arguments is refused like a
+// bad amount: invalid_argument, nothing appended, and a retry is refused
+// again (audit s6). Before, it was recorded as a DENIED execution that
+// every retry got back, with the reason "budget bad acct!: budget bad
+// acct!: …". A denial by the budget names the account once.
+func TestBudgetBadAccountRefused(t *testing.T) {
+	ctx := context.Background()
+	g := startGateway(t, "", &clock{})
+	c := client(g)
+	s := ledgerStream(t, g)
+	before := streamCount(t, s)
+	for i, op := range []string{"op-bad-1", "op-bad-1", ""} {
+		_, err := c.Begin(ctx, beginReq("pay_invoice", args(t, map[string]any{"account": "bad acct!", "amount": 5, "invoice": "i"}), op, string(rune('1'+i))))
+		wantCode(t, err, connect.CodeInvalidArgument, `budget account "bad acct!": account names are 1-64 of A-Z a-z 0-9 _ -`)
+	}
+	if n := streamCount(t, s); n != before {
+		t.Fatalf("a bad account name appended %d events", n-before)
+	}
+	// An account with no limit is a denial by the budget: recorded, and
+	// its reason names the account once.
+	res, err := c.Begin(ctx, beginReq("pay_invoice", args(t, map[string]any{"account": "nosuch", "amount": 5, "invoice": "i"}), "op-nosuch", "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := res.Msg.GetExecution()
+	if x.GetState() != pb.State_STATE_DENIED || !strings.HasPrefix(x.GetReason(), "budget nosuch: ") || strings.Count(x.GetReason(), "budget nosuch") != 1 ||
+		!strings.Contains(x.GetReason(), "unknown account") {
+		t.Fatalf("denied by the budget: %v %q", x.GetState(), x.GetReason())
+	}
+}

@@ -21,7 +21,7 @@ func (b Binding) Hold(ctx context.Context, h ledger.BudgetHold) (bool, string, e
 		OperationKey: h.OperationKey, RequestDigest: h.RequestDigest, Amount: h.Amount, Currency: h.Currency,
 	})
 	if err != nil {
-		return false, "", fmt.Errorf("budget %s: %w", h.Account, err)
+		return false, "", err // the ledger names the budget and account
 	}
 	switch d.Outcome {
 	case budget.OutcomeHeld, budget.OutcomeAlreadyHeld:

@@ -13,7 +13,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"regexp"
 	"sync"
 	"time"
 
@@ -34,8 +33,6 @@ const (
 // Subjects are the subjects the budget stream captures.
 var Subjects = []string{subjectPrefix + "*"}
 
-var accountName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // Subject is the subject that owns an account's decisions.
 func Subject(account string) string { return subjectPrefix + account }
 
@@ -45,11 +42,12 @@ func AccountFromSubject(subject string) (string, bool) {
 		return "", false
 	}
 	a := subject[len(subjectPrefix):]
-	return a, accountName.MatchString(a)
+	return a, budget.ValidAccountName(a)
 }
 
-// ErrBadAccount: an account name that cannot be a subject token.
-var ErrBadAccount = errors.New("account names are 1-64 of A-Z a-z 0-9 _ -")
+// ErrBadAccount: an account name that cannot be a subject token
+// (budget.ValidAccountName).
+var ErrBadAccount = budget.ErrBadAccount
 
 // Head is an account as of its latest event.
 type Head struct {
@@ -157,7 +155,7 @@ func (k *Keeper) Release(ctx context.Context, account, opKey string, ev budget.E
 // last sequence and waits for the views to hold it (one round trip), so a
 // read after a write through any gateway sees the write.
 func (k *Keeper) Account(ctx context.Context, name string) (Head, error) {
-	if !accountName.MatchString(name) {
+	if !budget.ValidAccountName(name) {
 		return Head{}, fmt.Errorf("account %q: %w", name, ErrBadAccount)
 	}
 	last, err := k.log.Last(ctx, Subject(name))
@@ -228,7 +226,7 @@ func (k *Keeper) lane(account string) *lane {
 // decide runs one command: it joins the account's lane and waits for its
 // answer.
 func (k *Keeper) decide(ctx context.Context, account, opKey string, f decideFunc) (Result, error) {
-	if !accountName.MatchString(account) {
+	if !budget.ValidAccountName(account) {
 		return Result{}, fmt.Errorf("account %q: %w", account, ErrBadAccount)
 	}
 	cmd := &command{f: f, key: opKey, done: make(chan struct{})}

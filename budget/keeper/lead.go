@@ -421,7 +421,7 @@ func (k *Keeper) forward(ctx context.Context, gateway string, c Command) (Result
 // run decides c: forwarded to the account's leader when another gateway
 // leads it, here otherwise (also when the leader does not answer).
 func (k *Keeper) run(ctx context.Context, c Command) (Result, *budget.Decision, error) {
-	if !accountName.MatchString(c.Account) {
+	if !budget.ValidAccountName(c.Account) {
 		return Result{}, nil, fmt.Errorf("account %q: %w", c.Account, ErrBadAccount)
 	}
 	if to := k.route(ctx, c.Account); to != "" {
