@@ -184,6 +184,7 @@ type call struct {
 // decideAgain asks the ledger again and acts on its new decision: the
 // recovery table, not this call, says what happens now.
 func (d *Driver) decideAgain(ctx context.Context, c call) Answer {
+	c.in.DecidedAgain = true // the same call: its attach is not another retry
 	res, err := d.Begin(ctx, c.in)
 	if err != nil {
 		return Answer{Refused: true, Why: "refused: " + err.Error() + "; nothing was sent"}
@@ -209,7 +210,7 @@ func (d *Driver) act(ctx context.Context, c call, res ledger.BeginResult) Answer
 	case pb.Recovery_RECOVERY_AWAIT_APPROVAL:
 		return Answer{State: StateAwaitingApproval, Execution: x, Why: res.Reason}
 	case pb.Recovery_RECOVERY_WAIT:
-		return d.wait(ctx, c, x, res.Reason)
+		return d.wait(ctx, c, x, "it was in flight")
 	case pb.Recovery_RECOVERY_QUERY_STATUS:
 		return d.queryStatus(ctx, c, x)
 	case pb.Recovery_RECOVERY_NEEDS_REVIEW:
@@ -272,7 +273,7 @@ func (d *Driver) dispatch(ctx context.Context, c call, x *pb.Execution, atAccept
 		return Answer{Refused: true, Execution: x, Why: "not dispatched: " + err.Error()}
 	}
 	if !won {
-		return d.wait(ctx, c, x, "another call dispatched it first; nothing was resent")
+		return d.wait(ctx, c, x, "another call dispatched it first")
 	}
 	// The target's answer may echo a secret argument: redacted before it
 	// is recorded (executor.Secrets).
@@ -413,7 +414,10 @@ func InFlightWhy(x *pb.Execution) string {
 // exactly once across gateways like the sweep) is decided again, so this
 // call gets the class recovery a retry a moment later would get
 // (RESEND_SAME_KEY, QUERY_STATUS, NEEDS_REVIEW) instead of being sent
-// away to retry.
+// away to retry. why is what was so when the wait began ("it was in
+// flight", "another call dispatched it first"); the answer says it in
+// the past, with what the wait found (audit s1: a completed answer said
+// "in flight until …").
 func (d *Driver) wait(ctx context.Context, c call, x *pb.Execution, why string) Answer {
 	until := d.now().Add(d.waitMax)
 	for {
@@ -433,7 +437,7 @@ func (d *Driver) wait(ctx context.Context, c call, x *pb.Execution, why string) 
 		}
 		switch cur.GetState() {
 		case pb.State_STATE_COMPLETED_RESULT_NOT_DELIVERED, pb.State_STATE_DELIVERED:
-			return Answer{State: StateCompleted, Execution: cur, Why: "attached to " + cur.GetExecutionId() + "; " + why}
+			return Answer{State: StateCompleted, Execution: cur, Why: "attached to " + cur.GetExecutionId() + "; " + why + "; this call waited for its result, which is returned; nothing was resent"}
 		case pb.State_STATE_OUTCOME_UNKNOWN:
 			if c.decisions < maxDecisions {
 				return d.decideAgain(ctx, c)
@@ -441,7 +445,11 @@ func (d *Driver) wait(ctx context.Context, c call, x *pb.Execution, why string) 
 			return Answer{State: StateOutcomeUnknown, Execution: cur, Why: cur.GetReason() + "; nothing was resent; a retry gets the recovery"}
 		case pb.State_STATE_DISPATCHED, pb.State_STATE_ACCEPTED, pb.State_STATE_AUTHORIZED:
 		default:
-			return Answer{State: StateName(cur.GetState()), Execution: cur, Why: why}
+			then := "then it became " + StateName(cur.GetState())
+			if r := cur.GetReason(); r != "" {
+				then += " (" + r + ")"
+			}
+			return Answer{State: StateName(cur.GetState()), Execution: cur, Why: "attached to " + cur.GetExecutionId() + "; " + why + "; " + then + "; nothing was resent"}
 		}
 		if !d.now().Before(until) {
 			return Answer{State: StateInFlight, Execution: x, Why: InFlightWhy(x)}
@@ -481,7 +489,7 @@ func (d *Driver) queryStatus(ctx context.Context, c call, x *pb.Execution) Answe
 			return notProvenYet(x, st.Evidence, formatTime(dl))
 		}
 		_, err := d.ledger.Transition(ctx, ledger.Change{ExecutionID: id, Event: pb.EventType_EVENT_TYPE_RESOLVED_NOT_EXECUTED,
-			Evidence: st.Evidence})
+			Evidence: st.Evidence + " after the dispatch deadline: absence proven"})
 		var ite *ledger.IllegalTransitionError
 		switch {
 		case errors.Is(err, ledger.ErrDeadlineAhead):
@@ -498,10 +506,12 @@ func (d *Driver) queryStatus(ctx context.Context, c call, x *pb.Execution) Answe
 }
 
 // notProvenYet answers a "not found" that came before the dispatch
-// deadline: the outcome stays unknown and nothing is resent.
+// deadline: the outcome stays unknown and nothing is resent. evidence is
+// the observation only ("the status endpoint answered 404 …"); whether it
+// proves absence is decided here, by the deadline.
 func notProvenYet(x *pb.Execution, evidence, deadline string) Answer {
 	return Answer{State: StateOutcomeUnknown, Execution: x,
-		Why: "the status query found nothing (" + evidence + "), but before the dispatch deadline that does not prove absence (the target may still be working on it); nothing was resent; ask again after " + deadline}
+		Why: evidence + ", but before the dispatch deadline that does not prove absence (the target may still be working on it); nothing was resent; ask again after " + deadline}
 }
 
 // resolveCompleted settles an unknown outcome as completed with the

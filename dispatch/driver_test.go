@@ -290,7 +290,7 @@ func (l *lost) Send(_ config.Tool, id string, _ []byte) executor.Outcome {
 }
 
 func (l *lost) Status(context.Context, config.Tool, string) dispatch.Status {
-	return dispatch.Status{Finding: dispatch.Absent, Evidence: "absence proven (status 404)"}
+	return dispatch.Status{Finding: dispatch.Absent, Evidence: "the status endpoint answered 404 (no such request)"}
 }
 
 // A status query's "not found" before the dispatch deadline is not proof
@@ -326,6 +326,43 @@ func TestDriverNotFoundProvesAbsenceOnlyAfterDeadline(t *testing.T) {
 	late := d.Run(context.Background(), tool, in)
 	if late.State != dispatch.StateCompleted || late.Execution.GetExecutionId() != id || ex.sends.Load() != 2 {
 		t.Fatalf("retry after the deadline: %+v, %d sends", late, ex.sends.Load())
+	}
+	// Two retries, two attaches: the late retry asked the ledger again
+	// after it proved absence (decideAgain), and that is the same call,
+	// not a third retry (audit s13: attach_count 3).
+	if n := late.Execution.GetAttachCount(); n != 2 {
+		t.Fatalf("attach_count %d after two retries, want 2", n)
+	}
+}
+
+// An attached call that waits for the call in flight and gets its result
+// says so, in the past: it was in flight, this call waited, the result is
+// returned (audit s1 1a: a completed answer said "the prior execution is
+// in flight until …; nothing was resent").
+func TestDriverAttachedCallWaitsForResult(t *testing.T) {
+	l := startLedger(t)
+	ex := &counting{delay: 300 * time.Millisecond}
+	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d.Handle("fake", ex)
+	tool := config.Tool{Name: "charge", Channel: "fake"}
+	in := ledger.BeginInput{
+		Action: fingerprint.Action{Actor: "agent-7", Tool: "charge", Channel: "fake", Arguments: []byte(`{"amount":7}`)},
+	}
+	first := make(chan dispatch.Answer, 1)
+	go func() { first <- d.Run(context.Background(), tool, in) }()
+	for ex.sends.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	a := d.Run(context.Background(), tool, in)
+	if a.State != dispatch.StateCompleted || ex.sends.Load() != 1 {
+		t.Fatalf("attached call: %+v, %d sends", a, ex.sends.Load())
+	}
+	if strings.Contains(a.Why, "in flight until") || !strings.Contains(a.Why, "it was in flight") ||
+		!strings.Contains(a.Why, "waited for its result") || !strings.Contains(a.Why, "nothing was resent") {
+		t.Fatalf("a completed answer that reads as in flight: %q", a.Why)
+	}
+	if f := <-first; f.State != dispatch.StateCompleted {
+		t.Fatalf("first call: %+v", f)
 	}
 }
 

@@ -88,7 +88,7 @@ func (h HTTPExecutor) Status(_ context.Context, t config.Tool, id string) Status
 	case o.Observed == executor.Answered && o.Status >= 200 && o.Status < 300:
 		return Status{Finding: Done, Code: o.Status, Body: o.Body, Evidence: ev}
 	case o.Observed == executor.Answered && o.Status == http.StatusNotFound:
-		return Status{Finding: Absent, Evidence: "absence proven (status 404)"}
+		return Status{Finding: Absent, Evidence: "the status endpoint answered 404 (no such request)"}
 	}
 	return Status{Evidence: "the status endpoint did not settle it (" + itoa(o.Status) + " " + o.Reason + ")"}
 }
@@ -134,7 +134,7 @@ func (s SSHExecutor) Status(ctx context.Context, t config.Tool, id string) Statu
 	case m == executor.MarkerRunning:
 		return Status{Finding: Running, Evidence: "the remote marker shows the command still running"}
 	case m == executor.MarkerAbsent:
-		return Status{Finding: Absent, Evidence: "absence proven (no remote marker)"}
+		return Status{Finding: Absent, Evidence: "the remote marker shows no such command"}
 	}
 	return Status{Finding: Done, Code: code, Body: out, Evidence: "the remote marker shows exit status " + itoa(code)}
 }

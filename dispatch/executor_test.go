@@ -64,6 +64,13 @@ func TestHTTPExecutorSendAndStatus(t *testing.T) {
 		if tc.want == dispatch.Absent && !strings.Contains(st.Evidence, "404") {
 			t.Fatalf("absent without its evidence: %+v", st)
 		}
+		// The evidence is the observation; whether it proves absence is the
+		// driver's word, by the dispatch deadline (audit s13: before it the
+		// answer read "absence proven (status 404), but … does not prove
+		// absence").
+		if tc.want == dispatch.Absent && strings.Contains(st.Evidence, "proven") {
+			t.Fatalf("the observation claims a proof: %q", st.Evidence)
+		}
 	}
 	tool.StatusURL = ""
 	if st := h.Status(context.Background(), tool, execID); st.Finding != dispatch.Unsettled {

@@ -266,7 +266,7 @@ func TestDriverStatusQuery(t *testing.T) {
 		wantSends int32
 		wantState string
 	}{
-		{"absent-reruns", dispatch.Status{Finding: dispatch.Absent, Evidence: "absence proven (status 404)"}, 2, dispatch.StateCompleted},
+		{"absent-reruns", dispatch.Status{Finding: dispatch.Absent, Evidence: "the status endpoint answered 404 (no such request)"}, 2, dispatch.StateCompleted},
 		{"done-resolves", dispatch.Status{Finding: dispatch.Done, Code: 200, Body: `{"ok":1}`, Evidence: "the status endpoint answered 200"}, 1, dispatch.StateCompleted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -101,6 +101,12 @@ type BeginInput struct {
 	// or a tool that needs approval or a budget hold, is decided as
 	// without it.
 	DispatchToken string
+	// DecidedAgain: the same call asks again because what it waited for
+	// changed (the dispatch driver's decideAgain: absence proven, an
+	// unknown outcome met while waiting). An attach is recorded (its
+	// compare-and-set decides the recovery) but is not another retry, so
+	// attach_count does not move.
+	DecidedAgain bool
 }
 
 // BeginResult is Begin's decision.
@@ -194,7 +200,7 @@ func (s *Service) begin(ctx context.Context, in BeginInput) (BeginResult, error)
 			if viaKey {
 				m.Reason = "matched by fingerprint to an execution begun with an operation key: " + m.Reason
 			}
-			res, err = s.attach(ctx, prior, in.Correlation, m)
+			res, err = s.attach(ctx, prior, in.Correlation, in.DecidedAgain, m)
 		case MatchExpire:
 			// Recorded once across gateways; whoever wins, the next round
 			// sees the prior out of DISPATCHED and gives the class recovery.
@@ -350,11 +356,14 @@ func newExecutionID(prev string) string {
 
 // attach records the retry's correlation on the prior execution, under CAS
 // on the execution's subject, so the recovery returned follows from the
-// state the retry was attached in.
-func (s *Service) attach(ctx context.Context, prior Head, corr *pb.Correlation, m Match) (BeginResult, error) {
+// state the retry was attached in. again: the same call decided again,
+// not another retry (attach_count counts retries).
+func (s *Service) attach(ctx context.Context, prior Head, corr *pb.Correlation, again bool, m Match) (BeginResult, error) {
 	x := cloneExecution(prior.Event)
 	now := s.now()
-	x.AttachCount++
+	if !again {
+		x.AttachCount++
+	}
 	x.UpdatedAt = timestamppb.New(now)
 	ev := s.event(pb.EventType_EVENT_TYPE_ATTACHED, prior.Event.GetSubject(), x.GetExecutionId(), now)
 	ev.Body = &pb.Event_ExecutionChanged{ExecutionChanged: &pb.ExecutionChanged{Execution: x, Correlation: corr}}
