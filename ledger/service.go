@@ -499,6 +499,15 @@ func (s *Service) Get(ctx context.Context, executionID string) (*pb.Execution, e
 	}
 	h, err := s.log.Last(ctx, subj)
 	if errors.Is(err, ErrNotFound) {
+		// The subject came from this gateway's own write or the views, so
+		// the execution exists: on a replicated stream a direct get is
+		// answered by any replica, and one that has not caught up knows
+		// nothing of it yet (GetExecution answered 404, and the role check
+		// of MarkDispatched permission_denied, right after another
+		// gateway's Begin on a cluster). Its freshest head here answers.
+		h, err = s.head(ctx, subj)
+	}
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w: execution %s", ErrNotFound, executionID)
 	}
 	if err != nil {

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -71,6 +73,21 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID stri
 	r.Header.Set(arrivalAgeHeader, age)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // server-sent events: pass every event on at once
+	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			// Nothing reached the owner: it is down (a session lives in
+			// its gateway's memory, so a restarted owner answers 404 too)
+			// or cut off. "Not found" makes the client open a new session
+			// here; a 502 without a body left it retrying a session that
+			// may never answer again (an audit on a cluster).
+			g.log.Warn("session owner unreachable; answering 404", "session_owner", owner, "err", err)
+			http.Error(w, `{"error":"session not found: the gateway that holds it does not answer; start a new session"}`, http.StatusNotFound)
+			return
+		}
+		g.log.Warn("forwarding to the session owner failed", "session_owner", owner, "err", err)
+		http.Error(w, `{"error":"the session's gateway failed while answering; the call's outcome is in the ledger: retry it"}`, http.StatusBadGateway)
+	}
 	proxy.ServeHTTP(w, r)
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +52,23 @@ func TestForwardWhenOwnerLookupFails(t *testing.T) {
 				t.Fatalf("answer %d (Retry-After %q), want %d with Retry-After", w.Code, w.Header().Get("Retry-After"), tc.code)
 			}
 		})
+	}
+}
+
+// A session whose owner is recorded but does not answer (its gateway is
+// down: nothing listens at its address) is "not found", so the client opens
+// a new session; it was a 502 with no body, which clients retried for ever.
+func TestForwardWhenOwnerIsDown(t *testing.T) {
+	ln := httptest.NewServer(http.NotFoundHandler())
+	down := ln.URL
+	ln.Close() // nothing listens there now
+	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil)), local: map[string]bool{}, owners: owners{owner: down}, self: "http://self"}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if !g.forward(w, r, "sid-1", time.Time{}) {
+		t.Fatal("not forwarded")
+	}
+	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "start a new session") {
+		t.Fatalf("owner down: %d %s, want 404 saying to start a new session", w.Code, w.Body.String())
 	}
 }

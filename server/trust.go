@@ -7,6 +7,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/fingerprint"
 	pb "github.com/portcullis-dev/portcullis/gen/portcullis/v1"
@@ -124,7 +126,7 @@ func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *sl
 	if err := pinRoot(o, id.root.GetPublicKey()); err != nil {
 		return nil, err
 	}
-	id.keyring = trust.NewKeyring(id.root.GetPublicKey(), metaEnrollments(meta))
+	id.keyring = trust.NewKeyring(id.root.GetPublicKey(), metaEnrollments(js.Conn()))
 	return id, nil
 }
 
@@ -196,36 +198,90 @@ func pinRoot(o Options, pub ed25519.PublicKey) error {
 
 // metaEnrollments reads the stored enrollment records of one gateway id,
 // in stream order, for the keyring (which bounds how many count).
-func metaEnrollments(meta jetstream.Stream) trust.Lookup {
+func metaEnrollments(nc *nats.Conn) trust.Lookup {
 	return func(ctx context.Context, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
 		if !gatewayIDPattern.MatchString(gatewayID) {
 			return nil, nil
 		}
-		return readEnrollRecords(ctx, meta, gatewayID, afterSeq, limit)
+		return readEnrollRecords(ctx, nc, gatewayID, afterSeq, limit)
 	}
 }
 
 // readEnrollRecords reads up to limit records stored under
 // pc.meta.enroll.<gateway id>.* after sequence afterSeq, oldest first, one
-// direct get each (the next message on the filter), so a look-up costs
-// what it reads and never lists every subject of the id. It returns what
-// it read before an error with the error.
-func readEnrollRecords(ctx context.Context, meta jetstream.Stream, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
+// get each (the next message on the filter), so a look-up costs what it
+// reads and never lists every subject of the id. It returns what it read
+// before an error with the error.
+//
+// The gets go to the stream's leader ($JS.API.STREAM.MSG.GET), not to any
+// replica as a direct get does: a replica that has not caught up answers
+// "no such message" for a record just stored, and that answer is taken
+// here as "not enrolled" (a gateway joining a cluster refused to start
+// over its own record, and a peer would quarantine the new gateway's
+// first events).
+func readEnrollRecords(ctx context.Context, nc *nats.Conn, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
 	filter := EnrollSubjectPfx + gatewayID + ".*"
 	var out []trust.StoredRecord
 	for len(out) < limit {
-		m, err := meta.GetMsg(ctx, afterSeq+1, jetstream.WithGetMsgSubject(filter))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
+		r, err := leaderNextMsg(ctx, nc, metaStream, filter, afterSeq+1)
 		if err != nil {
 			return out, err
 		}
-		out = append(out, trust.StoredRecord{Seq: m.Sequence, Data: m.Data})
-		afterSeq = m.Sequence
+		if r == nil {
+			break
+		}
+		out = append(out, *r)
+		afterSeq = r.Seq
 	}
 	return out, nil
 }
+
+// leaderNextMsg is the first message on filter at or after seq, as the
+// stream's leader holds it (nil: none).
+func leaderNextMsg(ctx context.Context, nc *nats.Conn, stream, filter string, seq uint64) (*trust.StoredRecord, error) {
+	req, err := json.Marshal(struct {
+		Seq        uint64 `json:"seq"`
+		NextBySubj string `json:"next_by_subj"`
+	}{seq, filter})
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, leaderGetWait)
+		defer cancel()
+	}
+	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s from %d: %w", filter, seq, err)
+	}
+	var r struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("get %s from %d: unreadable answer: %w", filter, seq, err)
+	}
+	switch {
+	case r.Error != nil && r.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+		return nil, nil
+	case r.Error != nil:
+		return nil, fmt.Errorf("get %s from %d: %s (%d)", filter, seq, r.Error.Description, r.Error.ErrCode)
+	case r.Message == nil:
+		return nil, fmt.Errorf("get %s from %d: an answer without a message", filter, seq)
+	}
+	return &trust.StoredRecord{Seq: r.Message.Seq, Data: r.Message.Data}, nil
+}
+
+// leaderGetWait bounds one get from the leader when the caller set no
+// deadline (an election in progress answers late).
+const leaderGetWait = 10 * time.Second
 
 func readRecords(ctx context.Context, meta jetstream.Stream, filter string) ([]*pb.SignedRecord, error) {
 	info, err := meta.Info(ctx, jetstream.WithSubjectFilter(filter))
@@ -257,29 +313,32 @@ func EnrollmentSubject(sr *pb.SignedRecord, gatewayID string) string {
 // is named by the record's digest; one that holds other bytes was taken by
 // someone else (or by a digest collision), and is reported, not taken for
 // this record.
-func publishEnrollment(ctx context.Context, js jetstream.JetStream, gatewayID string, sr *pb.SignedRecord) error {
+func publishEnrollment(ctx context.Context, js jetstream.JetStream, gatewayID string, sr *pb.SignedRecord) (seq uint64, err error) {
 	b, err := proto.Marshal(sr)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	subj := EnrollmentSubject(sr, gatewayID)
-	_, err = js.Publish(ctx, subj, b, jetstream.WithExpectLastSequencePerSubject(0))
+	ack, err := js.Publish(ctx, subj, b, jetstream.WithExpectLastSequencePerSubject(0))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 		meta, merr := js.Stream(ctx, metaStream)
 		if merr != nil {
-			return merr
+			return 0, merr
 		}
 		m, gerr := meta.GetLastMsgForSubject(ctx, subj)
 		if gerr != nil {
-			return fmt.Errorf("%s is taken, and reading it: %w", subj, gerr)
+			return 0, fmt.Errorf("%s is taken, and reading it: %w", subj, gerr)
 		}
 		if !bytes.Equal(m.Data, b) {
-			return fmt.Errorf("%s already holds a record this command did not write (seq %d): run the command again (a new record gets a new subject)", subj, m.Sequence)
+			return 0, fmt.Errorf("%s already holds a record this command did not write (seq %d): run the command again (a new record gets a new subject)", subj, m.Sequence)
 		}
-		return nil // the same record is already there
+		return m.Sequence, nil // the same record is already there
 	}
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
 
 // ensureEnrolled makes sure this gateway's key is enrolled at its address:
@@ -314,14 +373,11 @@ func ensureEnrolled(ctx context.Context, js jetstream.JetStream, id *identity, g
 			gatewayID, gatewayID, pub, boxPub[:], addr)
 	}
 	sr := trust.EnrollSelf(id.rootKey, id.signKey, gatewayID, addr, time.Now())
-	if err := publishEnrollment(ctx, js, gatewayID, sr); err != nil {
+	seq, err := publishEnrollment(ctx, js, gatewayID, sr)
+	if err != nil {
 		return fmt.Errorf("enroll %s: %w", gatewayID, err)
 	}
-	meta, err := ensureMeta(ctx, js)
-	if err != nil {
-		return err
-	}
-	if err := enrollmentCounts(ctx, meta, gatewayID, sr); err != nil {
+	if err := enrollmentCounts(ctx, js.Conn(), gatewayID, sr, seq); err != nil {
 		return err
 	}
 	if _, err := id.keyring.Add(sr); err != nil {
@@ -370,7 +426,7 @@ func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHe
 	if !bytes.Equal(rootKey.Public().(ed25519.PublicKey), root.GetPublicKey()) {
 		return nil, errors.New("the root key given is not this ledger's root")
 	}
-	taken, err := readEnrollRecords(ctx, meta, gatewayID, 0, trust.EnrollRecordsMax)
+	taken, err := readEnrollRecords(ctx, n.js.Conn(), gatewayID, 0, trust.EnrollRecordsMax)
 	if err != nil {
 		return nil, fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
 	}
@@ -404,10 +460,11 @@ func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHe
 		notes = append(notes, fmt.Sprintf("%s (seq %d) holds a sealed key this command did not write (an earlier version's enroll, or anyone with the gateway NATS credentials): %s ignores it unless it matches the ledger's key check, and takes the key from this enrollment first", sealedKeySubject(gatewayID, box), m.Sequence, gatewayID))
 	}
 	sr := trust.Enroll(rootKey, e)
-	if err := publishEnrollment(ctx, n.js, gatewayID, sr); err != nil {
+	seq, err := publishEnrollment(ctx, n.js, gatewayID, sr)
+	if err != nil {
 		return notes, fmt.Errorf("enroll %s: %w", gatewayID, err)
 	}
-	return notes, enrollmentCounts(ctx, meta, gatewayID, sr)
+	return notes, enrollmentCounts(ctx, n.js.Conn(), gatewayID, sr, seq)
 }
 
 // enrollmentCounts checks that a stored enrollment is among the first
@@ -415,22 +472,48 @@ func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHe
 // records stored before it (by anyone with the gateway NATS credentials)
 // may have pushed it past them, and an enrollment no gateway trusts must
 // not be reported as done.
-func enrollmentCounts(ctx context.Context, meta jetstream.Stream, gatewayID string, sr *pb.SignedRecord) error {
-	stored, err := readEnrollRecords(ctx, meta, gatewayID, 0, trust.EnrollRecordsMax)
-	if err != nil {
-		return fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
-	}
-	want, err := proto.Marshal(sr)
-	if err != nil {
-		return err
-	}
-	for _, r := range stored {
-		if bytes.Equal(r.Data, want) {
+//
+// The record is stored at seq. Only a read that shows it (or shows the
+// id's first records all before it) decides; until one does (the reads
+// go to the leader, so this is a guard, not the rule), it reads again for
+// up to readBackMax, then takes what an acknowledged record with fewer
+// records before it means: it counts.
+func enrollmentCounts(ctx context.Context, nc *nats.Conn, gatewayID string, sr *pb.SignedRecord, seq uint64) error {
+	deadline := time.Now().Add(readBackMax)
+	for {
+		stored, err := readEnrollRecords(ctx, nc, gatewayID, 0, trust.EnrollRecordsMax)
+		if err != nil {
+			return fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
+		}
+		before, seen := 0, false
+		for _, r := range stored {
+			switch {
+			case r.Seq < seq:
+				before++
+			case r.Seq == seq:
+				seen = true
+			}
+		}
+		if before >= trust.EnrollRecordsMax {
+			return fmt.Errorf("the enrollment of %s was stored on %s after the first %d records of its id (anyone with the gateway NATS credentials can store records under any id), so no gateway trusts it: enroll this gateway under another id", gatewayID, EnrollmentSubject(sr, gatewayID), trust.EnrollRecordsMax)
+		}
+		if seen || time.Now().After(deadline) {
 			return nil
 		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(readBackPause):
+		}
 	}
-	return fmt.Errorf("the enrollment of %s was stored on %s after the first %d records of its id (anyone with the gateway NATS credentials can store records under any id), so no gateway trusts it: enroll this gateway under another id", gatewayID, EnrollmentSubject(sr, gatewayID), trust.EnrollRecordsMax)
 }
+
+// readBackMax bounds how long enrollmentCounts waits for a replica's read
+// to show a record just stored; readBackPause is the pause between reads.
+const (
+	readBackMax   = 5 * time.Second
+	readBackPause = 20 * time.Millisecond
+)
 
 // The fingerprint key: every gateway of one ledger must use the same key,
 // or retries through different gateways would never match. The meta
@@ -473,7 +556,7 @@ func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, id *iden
 			return nil, fmt.Errorf("key check: %w", cerr)
 		}
 		var forged []string
-		key, forged, err = adoptSharedKey(ctx, meta, id, gatewayID, string(check.Data))
+		key, forged, err = adoptSharedKey(ctx, js.Conn(), meta, id, gatewayID, string(check.Data))
 		for _, f := range forged {
 			lg.Warn("ignored a sealed fingerprint key: it is not the key this ledger was started with (anyone with the gateway NATS credentials can seal a key to this gateway; nothing of it was kept)", "record", f)
 		}
@@ -568,7 +651,7 @@ func matchesKeyCheck(ctx context.Context, meta jetstream.Stream, key fingerprint
 // write wins), so a key counts only if it matches the ledger's key check
 // (check): a key nobody holding the ledger's key sealed cannot. The others
 // are returned, named, in forged.
-func adoptSharedKey(ctx context.Context, meta jetstream.Stream, id *identity, gatewayID, check string) (key fingerprint.Key, forged []string, err error) {
+func adoptSharedKey(ctx context.Context, nc *nats.Conn, meta jetstream.Stream, id *identity, gatewayID, check string) (key fingerprint.Key, forged []string, err error) {
 	boxPub, _ := trust.BoxKeys(id.signKey)
 	try := func(where string, k fingerprint.Key, err error) bool {
 		switch {
@@ -582,7 +665,7 @@ func adoptSharedKey(ctx context.Context, meta jetstream.Stream, id *identity, ga
 		}
 		return false
 	}
-	recs, err := readEnrollRecords(ctx, meta, gatewayID, 0, trust.EnrollRecordsMax)
+	recs, err := readEnrollRecords(ctx, nc, gatewayID, 0, trust.EnrollRecordsMax)
 	if err != nil {
 		return nil, nil, fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
 	}

@@ -849,3 +849,35 @@ func TestReadWaitsForTheViewsToCheckTheChain(t *testing.T) {
 		t.Fatalf("read while the views lag a replayed event: %v %q", x.GetState(), x.GetResultBody())
 	}
 }
+
+// staleLog is a log whose reads come from a replica that has not caught up:
+// it knows no event of any subject yet.
+type staleLog struct{ ledger.Log }
+
+func (staleLog) Last(context.Context, string) (ledger.Head, error) {
+	return ledger.Head{}, ledger.ErrNotFound
+}
+
+// A read answered by a replica that has not caught up (a direct get on a
+// replicated stream) does not make an execution this gateway knows
+// "not found": GetExecution answered 404, and an executor's role check
+// permission_denied, right after another gateway's Begin on a cluster.
+func TestReadFromAStaleReplicaFindsTheExecution(t *testing.T) {
+	ctx := context.Background()
+	g := trustGateway(t, t.TempDir())
+	c := client(g)
+	first, err := c.Begin(ctx, beginReq("create_payment", args(t, map[string]any{"amount": 4400}), "", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Msg.GetExecution().GetExecutionId()
+	waitViews(t, g)
+	svc := ledger.NewService(ledger.Config{Log: staleLog{g.ExecutionsLog}, Views: g.Views, Key: g.Key, Contracts: g.Contracts, GatewayID: g.ID, SignKey: g.SignKey})
+	x, err := svc.Get(ctx, id)
+	if err != nil || x.GetExecutionId() != id || x.GetState() != pb.State_STATE_ACCEPTED {
+		t.Fatalf("read through a stale replica: %v %v", x, err)
+	}
+	if _, err := svc.Get(ctx, "act_01M8MFY3Q2ABCDEFGHJKMNPQRS"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("an unknown execution: %v, want not found", err)
+	}
+}
