@@ -285,6 +285,9 @@ func clientOptions(o Options, lg *slog.Logger, role natsauth.Role) ([]nats.Optio
 		nats.ReconnectBufSize(natsReconnectBufferSize),
 		nats.Timeout(natsConnectWait),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil && nc.IsClosed() {
+				return // closed on purpose (a connection used once at start-up): nothing reconnects
+			}
 			lg.Warn("nats disconnected; reconnecting", "url", nc.ConnectedUrlRedacted(), "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
