@@ -630,8 +630,8 @@ func (s *Service) catchUp(ctx context.Context, conflict error) error {
 	// when it names none, every lane.
 	var ce *ConflictError
 	if errors.As(conflict, &ce) {
-		if k, _, ok := SubjectLane(ce.Subject); ok && k < len(s.laneSet) {
-			return CatchUp(ctx, s.laneSet[k].Log, s.laneSet[k].WaitFor, conflict)
+		if l, ok := s.laneOf(ce.Subject); ok {
+			return CatchUp(ctx, l.Log, l.WaitFor, conflict)
 		}
 	}
 	for _, l := range s.laneSet {
@@ -651,11 +651,20 @@ func (s *Service) waitFor(ctx context.Context, subject string, seq uint64) error
 	if s.laneSet == nil {
 		return s.views.WaitFor(ctx, seq)
 	}
-	k, _, ok := SubjectLane(subject)
-	if !ok || k >= len(s.laneSet) {
+	l, ok := s.laneOf(subject)
+	if !ok {
 		return fmt.Errorf("%w: subject %s is in no lane", ErrInvalid, subject)
 	}
-	return s.laneSet[k].WaitFor(ctx, seq)
+	return l.WaitFor(ctx, seq)
+}
+
+// laneOf is the lane a subject lives in, on a sharded ledger.
+func (s *Service) laneOf(subject string) (Lane, bool) {
+	k, _, ok := SubjectLane(subject)
+	if !ok || k >= len(s.laneSet) {
+		return Lane{}, false
+	}
+	return s.laneSet[k], true
 }
 
 // CatchUp is how every decider recovers from a lost compare-and-set: wait

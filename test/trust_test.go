@@ -197,9 +197,10 @@ func TestForgedResultIsQuarantined(t *testing.T) {
 	}
 	// A replayed old event (validly signed, stored again on top) breaks the
 	// chain: quarantined, and a read from the log does not serve it.
-	// Read at once, before the fold has seen the replay: the read waits
-	// for the views to check it instead of serving the log's latest
-	// message (which passes hash and signature) for the moment in between.
+	// Read at once, as an agent would. (Whether the fold has seen the
+	// replay by then is a race this test does not control;
+	// TestReadWaitsForTheViewsToCheckTheChain holds the views back to
+	// show that the read waits for them.)
 	raw := subjectRaw(t, s, head.GetSubject())
 	if _, err := js.Publish(ctx, head.GetSubject(), raw[len(raw)-2]); err != nil {
 		t.Fatal(err)
