@@ -236,7 +236,7 @@ func ledgerKeyring(ctx context.Context, js jetstream.JetStream, o Options) (*tru
 	if err := pinRoot(o, root.GetPublicKey()); err != nil {
 		return nil, err
 	}
-	return trust.NewKeyring(root.GetPublicKey(), metaEnrollments(js.Conn())), nil
+	return trust.NewKeyring(root.GetPublicKey(), metaEnrollments(js.Conn(), meta)), nil
 }
 
 // exportLanes is the lane count the root record of an export holds.

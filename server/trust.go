@@ -126,7 +126,7 @@ func openIdentity(ctx context.Context, js jetstream.JetStream, o Options, lg *sl
 	if err := pinRoot(o, id.root.GetPublicKey()); err != nil {
 		return nil, err
 	}
-	id.keyring = trust.NewKeyring(id.root.GetPublicKey(), metaEnrollments(js.Conn()))
+	id.keyring = trust.NewKeyring(id.root.GetPublicKey(), metaEnrollments(js.Conn(), meta))
 	return id, nil
 }
 
@@ -198,12 +198,12 @@ func pinRoot(o Options, pub ed25519.PublicKey) error {
 
 // metaEnrollments reads the stored enrollment records of one gateway id,
 // in stream order, for the keyring (which bounds how many count).
-func metaEnrollments(nc *nats.Conn) trust.Lookup {
+func metaEnrollments(nc *nats.Conn, meta jetstream.Stream) trust.Lookup {
 	return func(ctx context.Context, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
 		if !gatewayIDPattern.MatchString(gatewayID) {
 			return nil, nil
 		}
-		return readEnrollRecords(ctx, nc, gatewayID, afterSeq, limit)
+		return readEnrollRecords(ctx, nc, meta, gatewayID, afterSeq, limit)
 	}
 }
 
@@ -218,12 +218,18 @@ func metaEnrollments(nc *nats.Conn) trust.Lookup {
 // "no such message" for a record just stored, and that answer is taken
 // here as "not enrolled" (a gateway joining a cluster refused to start
 // over its own record, and a peer would quarantine the new gateway's
-// first events).
-func readEnrollRecords(ctx context.Context, nc *nats.Conn, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
+// first events). While the stream has no leader (an election: 10008, no
+// responders, a timeout) a get goes to any replica instead, as before:
+// a gateway restarted during an election could not start at all (the
+// fault campaign).
+func readEnrollRecords(ctx context.Context, nc *nats.Conn, meta jetstream.Stream, gatewayID string, afterSeq uint64, limit int) ([]trust.StoredRecord, error) {
 	filter := EnrollSubjectPfx + gatewayID + ".*"
 	var out []trust.StoredRecord
 	for len(out) < limit {
 		r, err := leaderNextMsg(ctx, nc, metaStream, filter, afterSeq+1)
+		if err != nil && ljs.Transient(err) {
+			r, err = replicaNextMsg(ctx, meta, filter, afterSeq+1)
+		}
 		if err != nil {
 			return out, err
 		}
@@ -246,11 +252,8 @@ func leaderNextMsg(ctx context.Context, nc *nats.Conn, stream, filter string, se
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderGetWait)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, leaderGetWait)
+	defer cancel()
 	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return nil, fmt.Errorf("get %s from %d: %w", filter, seq, err)
@@ -261,6 +264,7 @@ func leaderNextMsg(ctx context.Context, nc *nats.Conn, stream, filter string, se
 			Data []byte `json:"data"`
 		} `json:"message"`
 		Error *struct {
+			Code        int    `json:"code"`
 			ErrCode     int    `json:"err_code"`
 			Description string `json:"description"`
 		} `json:"error"`
@@ -272,16 +276,29 @@ func leaderNextMsg(ctx context.Context, nc *nats.Conn, stream, filter string, se
 	case r.Error != nil && r.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
 		return nil, nil
 	case r.Error != nil:
-		return nil, fmt.Errorf("get %s from %d: %s (%d)", filter, seq, r.Error.Description, r.Error.ErrCode)
+		return nil, fmt.Errorf("get %s from %d: %w", filter, seq, &jetstream.APIError{Code: r.Error.Code, ErrorCode: jetstream.ErrorCode(r.Error.ErrCode), Description: r.Error.Description})
 	case r.Message == nil:
 		return nil, fmt.Errorf("get %s from %d: an answer without a message", filter, seq)
 	}
 	return &trust.StoredRecord{Seq: r.Message.Seq, Data: r.Message.Data}, nil
 }
 
-// leaderGetWait bounds one get from the leader when the caller set no
-// deadline (an election in progress answers late).
-const leaderGetWait = 10 * time.Second
+// replicaNextMsg is leaderNextMsg answered by any replica (a direct get).
+func replicaNextMsg(ctx context.Context, meta jetstream.Stream, filter string, seq uint64) (*trust.StoredRecord, error) {
+	m, err := meta.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &trust.StoredRecord{Seq: m.Sequence, Data: m.Data}, nil
+}
+
+// leaderGetWait bounds one get from the leader: without a leader (an
+// election) it may not be answered at all, and the replicas' answer must
+// still fit in the caller's time (a key look-up has 2 s).
+const leaderGetWait = time.Second
 
 func readRecords(ctx context.Context, meta jetstream.Stream, filter string) ([]*pb.SignedRecord, error) {
 	info, err := meta.Info(ctx, jetstream.WithSubjectFilter(filter))
@@ -377,7 +394,11 @@ func ensureEnrolled(ctx context.Context, js jetstream.JetStream, id *identity, g
 	if err != nil {
 		return fmt.Errorf("enroll %s: %w", gatewayID, err)
 	}
-	if err := enrollmentCounts(ctx, js.Conn(), gatewayID, sr, seq); err != nil {
+	meta, err := ensureMeta(ctx, js)
+	if err != nil {
+		return err
+	}
+	if err := enrollmentCounts(ctx, js.Conn(), meta, gatewayID, sr, seq); err != nil {
 		return err
 	}
 	if _, err := id.keyring.Add(sr); err != nil {
@@ -426,7 +447,7 @@ func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHe
 	if !bytes.Equal(rootKey.Public().(ed25519.PublicKey), root.GetPublicKey()) {
 		return nil, errors.New("the root key given is not this ledger's root")
 	}
-	taken, err := readEnrollRecords(ctx, n.js.Conn(), gatewayID, 0, trust.EnrollRecordsMax)
+	taken, err := readEnrollRecords(ctx, n.js.Conn(), meta, gatewayID, 0, trust.EnrollRecordsMax)
 	if err != nil {
 		return nil, fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
 	}
@@ -464,7 +485,7 @@ func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHe
 	if err != nil {
 		return notes, fmt.Errorf("enroll %s: %w", gatewayID, err)
 	}
-	return notes, enrollmentCounts(ctx, n.js.Conn(), gatewayID, sr, seq)
+	return notes, enrollmentCounts(ctx, n.js.Conn(), meta, gatewayID, sr, seq)
 }
 
 // enrollmentCounts checks that a stored enrollment is among the first
@@ -478,10 +499,10 @@ func Enroll(ctx context.Context, o Options, rootKeyRef, gatewayID, pubHex, boxHe
 // go to the leader, so this is a guard, not the rule), it reads again for
 // up to readBackMax, then takes what an acknowledged record with fewer
 // records before it means: it counts.
-func enrollmentCounts(ctx context.Context, nc *nats.Conn, gatewayID string, sr *pb.SignedRecord, seq uint64) error {
+func enrollmentCounts(ctx context.Context, nc *nats.Conn, meta jetstream.Stream, gatewayID string, sr *pb.SignedRecord, seq uint64) error {
 	deadline := time.Now().Add(readBackMax)
 	for {
-		stored, err := readEnrollRecords(ctx, nc, gatewayID, 0, trust.EnrollRecordsMax)
+		stored, err := readEnrollRecords(ctx, nc, meta, gatewayID, 0, trust.EnrollRecordsMax)
 		if err != nil {
 			return fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
 		}
@@ -665,7 +686,7 @@ func adoptSharedKey(ctx context.Context, nc *nats.Conn, meta jetstream.Stream, i
 		}
 		return false
 	}
-	recs, err := readEnrollRecords(ctx, nc, gatewayID, 0, trust.EnrollRecordsMax)
+	recs, err := readEnrollRecords(ctx, nc, meta, gatewayID, 0, trust.EnrollRecordsMax)
 	if err != nil {
 		return nil, nil, fmt.Errorf("enrollment records of %s: %w", gatewayID, err)
 	}
