@@ -104,3 +104,8 @@ tool (
 	connectrpc.com/connect/cmd/protoc-gen-connect-go
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )
+
+// The MCP Go SDK v1.8.0 with one function patched (its internal
+// json.Unmarshal decodes without a 32 KiB read buffer per call):
+// third_party/go-sdk/PORTCULLIS.md says what and why, and how to drop it.
+replace github.com/modelcontextprotocol/go-sdk => ./third_party/go-sdk

@@ -113,12 +113,21 @@ func run(c Canary, timeout time.Duration) (verdict, detail string) {
 	// Only the mutated packages are built here (no binaries linked); the
 	// test run builds what the named tests need, and a mutant they cannot
 	// build is invalid, not killed.
-	build := []string{"build"}
+	// A package of a module nested in the checkout (third_party/) is
+	// built from that module's directory.
+	builds := map[string][]string{}
 	for _, dir := range editedDirs(c) {
-		build = append(build, "./"+dir)
+		mod := moduleDir(scratch, dir)
+		rel, err := filepath.Rel(mod, dir)
+		if err != nil {
+			return "invalid", err.Error()
+		}
+		builds[mod] = append(builds[mod], "./"+filepath.ToSlash(rel))
 	}
-	if out, err := command(ctx, scratch, "go", build...); err != nil {
-		return "invalid", "the mutant does not build:\n" + tail(out)
+	for mod, pkgs := range builds {
+		if out, err := command(ctx, filepath.Join(scratch, mod), "go", append([]string{"build"}, pkgs...)...); err != nil {
+			return "invalid", "the mutant does not build:\n" + tail(out)
+		}
 	}
 	args := append([]string{"test", "-count=1"}, c.Tests...)
 	out, err := command(ctx, scratch, "go", args...)
@@ -147,6 +156,17 @@ func editedDirs(c Canary) []string {
 		}
 	}
 	return dirs
+}
+
+// moduleDir is the directory (relative to root, "." for the checkout's
+// own module) of the module holding the package directory dir.
+func moduleDir(root, dir string) string {
+	for d := dir; d != "." && d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(root, d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return "."
 }
 
 func command(ctx context.Context, dir, name string, args ...string) ([]byte, error) {
