@@ -3,6 +3,7 @@ package json
 import (
 	"errors"
 	"io"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -75,4 +76,49 @@ func equalJSON(a, b map[string]any) bool {
 		}
 	}
 	return true
+}
+
+// FuzzUnmarshalAgreesWithDecode: on any input the patched Unmarshal and a
+// Decoder over the same bytes (v1.8.0's Unmarshal) agree on whether it
+// decodes and, when it does, on the value, into a map and into a struct
+// shaped like a JSON-RPC message.
+func FuzzUnmarshalAgreesWithDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":[1,2.5,"s",null,true]}}}`,
+		`{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"ok"}]}}`,
+		`[{"jsonrpc":"2.0","method":"ping"}]`, `  {"A":1} {"b":2}`, `{"a":"\u00e9\ud83d\ude00"}`, `{"a":`, ``, ` `, `nul`, `1e400`,
+	} {
+		f.Add([]byte(s))
+	}
+	type message struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      any             `json:"id"`
+		Method  string          `json:"method"`
+		Params  map[string]any  `json:"params"`
+		Result  RawMessageAlias `json:"result"`
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, newV := range []func() any{func() any { return new(any) }, func() any { return new(message) }} {
+			got, want := newV(), newV()
+			errGot := Unmarshal(data, got)
+			errWant := checkMaxDepth(data, defaultMaxDepth)
+			if errWant == nil {
+				errWant = NewDecoder(strings.NewReader(string(data))).Decode(want)
+			}
+			if (errGot == nil) != (errWant == nil) {
+				t.Fatalf("%q into %T: Unmarshal error %v, Decode error %v", data, got, errGot, errWant)
+			}
+			if errGot == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("%q into %T: Unmarshal %#v, Decode %#v", data, got, got, want)
+			}
+		}
+	})
+}
+
+// RawMessageAlias keeps a value's bytes, as the SDK's json.RawMessage fields do.
+type RawMessageAlias []byte
+
+func (r *RawMessageAlias) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
 }
