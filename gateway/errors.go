@@ -6,7 +6,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/portcullis-dev/portcullis/budget"
-	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/toolcall"
 )
@@ -19,7 +18,7 @@ func connectError(err error) error {
 	switch {
 	case errors.As(err, &ite):
 		code = connect.CodeFailedPrecondition
-	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, toolcall.ErrInvalid), errors.Is(err, keeper.ErrBadAccount),
+	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, toolcall.ErrInvalid), errors.Is(err, budget.ErrBadAccount),
 		errors.Is(err, budget.ErrMissingKey), errors.Is(err, budget.ErrInvalidAmount), errors.Is(err, budget.ErrOverflow),
 		errors.Is(err, budget.ErrCurrency), errors.Is(err, budget.ErrInvalidRequest):
 		code = connect.CodeInvalidArgument

@@ -9,7 +9,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/portcullis-dev/portcullis/budget"
-	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/ledger"
 	"github.com/portcullis-dev/portcullis/toolcall"
 )
@@ -25,7 +24,7 @@ func TestConnectErrorCodes(t *testing.T) {
 		{&ledger.IllegalTransitionError{}, connect.CodeFailedPrecondition},
 		{ledger.ErrInvalid, connect.CodeInvalidArgument},
 		{toolcall.ErrInvalid, connect.CodeInvalidArgument},
-		{keeper.ErrBadAccount, connect.CodeInvalidArgument},
+		{budget.ErrBadAccount, connect.CodeInvalidArgument},
 		{budget.ErrMissingKey, connect.CodeInvalidArgument},
 		{budget.ErrInvalidAmount, connect.CodeInvalidArgument},
 		{budget.ErrOverflow, connect.CodeInvalidArgument},

@@ -122,15 +122,7 @@ func TestMCPExampleGetReleaseSendsQuery(t *testing.T) {
 // object, null) is refused before anything is recorded or sent.
 func TestMCPGetToolNestedArgumentRefused(t *testing.T) {
 	tg := newTarget(t)
-	cfg := mcpConfig(t, tg)
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, []byte("  lookup:\n    channel: http\n    method: GET\n    target: "+tg.URL+"/lookup\n    retry: read_only\n")...)
-	if err := os.WriteFile(cfg, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mcpConfigWithLookup(t, tg)
 	g := startMCPGateway(t, cfg, "")
 	before := ledgerMsgs(t, g)
 	for _, tasks := range []bool{false, true} {
@@ -221,4 +213,19 @@ func TestMCPSecretEchoedByTargetIsRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mcpConfigWithLookup is mcpConfig with one more tool: lookup, a read_only
+// GET on the target.
+func mcpConfigWithLookup(t *testing.T, tg *target) string {
+	cfg := mcpConfig(t, tg)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, []byte("  lookup:\n    channel: http\n    method: GET\n    target: "+tg.URL+"/lookup\n    retry: read_only\n")...)
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -52,15 +51,7 @@ func TestOperationKeyOnReadOnlyRefused(t *testing.T) {
 // io.portcullis/operation-key and idempotency-key.
 func TestMCPOperationKeyOnReadOnlyRefused(t *testing.T) {
 	tg := newTarget(t)
-	cfg := mcpConfig(t, tg)
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, []byte("  lookup:\n    channel: http\n    method: GET\n    target: "+tg.URL+"/lookup\n    retry: read_only\n")...)
-	if err := os.WriteFile(cfg, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mcpConfigWithLookup(t, tg)
 	g := startMCPGateway(t, cfg, "")
 	before := ledgerMsgs(t, g)
 	for i, meta := range []map[string]any{

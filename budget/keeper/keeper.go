@@ -45,10 +45,6 @@ func AccountFromSubject(subject string) (string, bool) {
 	return a, budget.ValidAccountName(a)
 }
 
-// ErrBadAccount: an account name that cannot be a subject token
-// (budget.ValidAccountName).
-var ErrBadAccount = budget.ErrBadAccount
-
 // Head is an account as of its latest event.
 type Head struct {
 	Seq     uint64
@@ -156,7 +152,7 @@ func (k *Keeper) Release(ctx context.Context, account, opKey string, ev budget.E
 // read after a write through any gateway sees the write.
 func (k *Keeper) Account(ctx context.Context, name string) (Head, error) {
 	if !budget.ValidAccountName(name) {
-		return Head{}, fmt.Errorf("account %q: %w", name, ErrBadAccount)
+		return Head{}, fmt.Errorf("account %q: %w", name, budget.ErrBadAccount)
 	}
 	last, err := k.log.Last(ctx, Subject(name))
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -227,7 +223,7 @@ func (k *Keeper) lane(account string) *lane {
 // answer.
 func (k *Keeper) decide(ctx context.Context, account, opKey string, f decideFunc) (Result, error) {
 	if !budget.ValidAccountName(account) {
-		return Result{}, fmt.Errorf("account %q: %w", account, ErrBadAccount)
+		return Result{}, fmt.Errorf("account %q: %w", account, budget.ErrBadAccount)
 	}
 	cmd := &command{f: f, key: opKey, done: make(chan struct{})}
 	l := k.lane(account)

@@ -308,7 +308,7 @@ var wireErrors = []error{
 	budget.ErrUnknownAccount, budget.ErrMissingKey, budget.ErrInvalidAmount, budget.ErrOverflow,
 	budget.ErrCurrency, budget.ErrKeyReuse, budget.ErrNotHeld, budget.ErrAlreadyClosed,
 	budget.ErrLimitNotValid, budget.ErrTooManyHolds, budget.ErrInvalidRequest, budget.ErrInvalidEvent,
-	budget.ErrBrokenInvariant, ErrBadAccount, ledger.ErrContended, ledger.ErrConflict,
+	budget.ErrBrokenInvariant, budget.ErrBadAccount, ledger.ErrContended, ledger.ErrConflict,
 	ledger.ErrAppendUnknown, ledger.ErrNotFound, ledger.ErrInvalid, errForwardRefused,
 }
 
@@ -422,7 +422,7 @@ func (k *Keeper) forward(ctx context.Context, gateway string, c Command) (Result
 // leads it, here otherwise (also when the leader does not answer).
 func (k *Keeper) run(ctx context.Context, c Command) (Result, *budget.Decision, error) {
 	if !budget.ValidAccountName(c.Account) {
-		return Result{}, nil, fmt.Errorf("account %q: %w", c.Account, ErrBadAccount)
+		return Result{}, nil, fmt.Errorf("account %q: %w", c.Account, budget.ErrBadAccount)
 	}
 	if to := k.route(ctx, c.Account); to != "" {
 		res, dec, err := k.forward(ctx, to, c)
