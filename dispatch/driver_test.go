@@ -124,7 +124,7 @@ func TestTransitionsFromOneHeadLandOnce(t *testing.T) {
 func TestDriverRacingCallersSendOnce(t *testing.T) {
 	l := startLedger(t)
 	ex := &counting{delay: 50 * time.Millisecond}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "charge", Channel: "fake"}
 	in := ledger.BeginInput{
@@ -199,7 +199,7 @@ func TestDriverImportsNoMCP(t *testing.T) {
 func TestDriverAttachedCallInFlight(t *testing.T) {
 	l := startLedger(t)
 	ex := &counting{delay: 2 * time.Second}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	d.SetWaitMax(100 * time.Millisecond)
 	tool := config.Tool{Name: "charge", Channel: "fake"}
@@ -248,7 +248,7 @@ func TestDriverLateResultResolvesCompleted(t *testing.T) {
 	clk := &clock{}
 	l := startLedgerClock(t, clk)
 	ex := &gated{started: make(chan struct{}), release: make(chan struct{})}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "charge", Channel: "fake"}
 	in := ledger.BeginInput{
@@ -302,7 +302,7 @@ func TestDriverNotFoundProvesAbsenceOnlyAfterDeadline(t *testing.T) {
 	clk := &clock{}
 	l := startLedgerClock(t, clk)
 	ex := &lost{}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "lookup", Channel: "fake"}
 	in := ledger.BeginInput{
@@ -342,7 +342,7 @@ func TestDriverNotFoundProvesAbsenceOnlyAfterDeadline(t *testing.T) {
 func TestDriverAttachedCallWaitsForResult(t *testing.T) {
 	l := startLedger(t)
 	ex := &counting{delay: 300 * time.Millisecond}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "charge", Channel: "fake"}
 	in := ledger.BeginInput{
@@ -372,7 +372,7 @@ func TestDriverAttachedCallWaitsForResult(t *testing.T) {
 func TestDriverResendSaysWhy(t *testing.T) {
 	l := startLedger(t)
 	ex := &lost{}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "charge", Channel: "fake"}
 	in := ledger.BeginInput{
@@ -440,7 +440,7 @@ func TestDriverWaitPastDeadlineGetsClassRecovery(t *testing.T) {
 			clk := &clock{}
 			l := startLedgerYAMLClock(t, yaml, clk)
 			ex := &stuck{started: make(chan string, 1), release: make(chan struct{})}
-			d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			d := quietDriver(l)
 			d.Handle("fake", ex)
 			tool := config.Tool{Name: tc.tool, Channel: "fake"}
 			in := ledger.BeginInput{
@@ -492,7 +492,7 @@ func TestDriverResumeOnlyFromAuthorized(t *testing.T) {
     approval: per_use
 `, nil)
 	ex := &counting{delay: 20 * time.Millisecond}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "approve", Channel: "fake"}
 	ctx := context.Background()
@@ -549,4 +549,9 @@ func TestDriverResumeOnlyFromAuthorized(t *testing.T) {
 	if a := d.Resume(ctx, tool, in, x); a.State != dispatch.StateNotSent || ex.sends.Load() != 1 {
 		t.Fatalf("resume of an execution another call dispatched: %+v, %d sends", a, ex.sends.Load())
 	}
+}
+
+// quietDriver is a driver on l that logs nowhere.
+func quietDriver(l *ledger.Service) *dispatch.Driver {
+	return dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }

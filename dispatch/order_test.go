@@ -109,7 +109,7 @@ const orderTools = `tools:
 func TestDriverSendsOnlyAfterDispatched(t *testing.T) {
 	l := startLedgerWith(t, orderTools)
 	ex := &scripted{l: l, script: []executor.Outcome{answered("x")}}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "charge", Channel: "fake"}
 	var wg sync.WaitGroup
@@ -169,7 +169,7 @@ func TestDriverAcceptsAndDispatchesInOneEvent(t *testing.T) {
     approval: per_use
 `)
 	ex := &scripted{l: l, script: []executor.Outcome{answered("x")}}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	in := ledger.BeginInput{
 		Action:       fingerprint.Action{Actor: "agent-7", Tool: "deploy", Channel: "fake", Arguments: []byte(`{"release":"r-1"}`)},
@@ -230,7 +230,7 @@ func TestDriverNotSentResumes(t *testing.T) {
 		{Observed: executor.NotSent, Reason: "connection refused before the request was written"},
 		answered("x"),
 	}}
-	d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	d := quietDriver(l)
 	d.Handle("fake", ex)
 	tool := config.Tool{Name: "charge", Channel: "fake"}
 	in := ledger.BeginInput{
@@ -276,7 +276,7 @@ func TestDriverStatusQuery(t *testing.T) {
 				{Observed: executor.Unknown, Reason: "the connection dropped after the request was written"},
 				answered("x"),
 			}}
-			d := dispatch.New(l, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			d := quietDriver(l)
 			d.Handle("fake", ex)
 			tool := config.Tool{Name: "deploy", Channel: "fake"}
 			in := ledger.BeginInput{
