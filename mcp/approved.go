@@ -19,8 +19,10 @@ import (
 // (Approved) or when its agent asks tasks/get. The resume is the driver's
 // RESUME of an AUTHORIZED execution, so the DISPATCHED compare-and-set
 // decides between this, a retry of the call and another gateway: one
-// dispatch. A gateway that holds no copy (another one, or this one after a
-// restart) cannot send; tasks/get tells the agent to call the tool again.
+// dispatch. Another gateway holds no copy: it forwards the agent's
+// tasks/get to the one that received the call (tasks.go, forwardTask).
+// Where no copy is left (that gateway restarted or is gone), nothing can
+// send it; tasks/get tells the agent to call the tool again.
 const (
 	// approvalsHeldMax bounds the calls held for tasks awaiting approval
 	// (arguments are at most 64 KiB each); the oldest is forgotten first,

@@ -265,7 +265,7 @@ func (g *Gateway) Handler() http.Handler {
 			writeRPC(w, msg.ID, map[string]any{}, nil)
 			return
 		case msg.Method == methodTasksGet || msg.Method == methodTasksCancel:
-			g.serveTasks(w, r, actor, keys, msg)
+			g.serveTasks(w, r, actor, keys, msg, forwarded)
 			return
 		case msg.Method == "tools/call" && msg.declaresTasks():
 			g.serveTaskCall(w, r, actor, sid, keys, msg)

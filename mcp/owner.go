@@ -16,6 +16,7 @@ import (
 // Last-Event-ID after a load balancer moved the client, say) is forwarded
 // to its owner instead of failing with "session not found". The response
 // streams themselves are in JetStream, so the owner replays what was sent.
+// It also finds the gateway that received a call (tasks.go, forwardTask).
 type SessionOwners interface {
 	// Claim records this gateway as the session's owner.
 	Claim(ctx context.Context, sessionID, ownerURL string) error
@@ -23,6 +24,10 @@ type SessionOwners interface {
 	// the recorded address of an enrolled gateway, never whatever an owner
 	// record says: the request is forwarded there with the agent's token.
 	Owner(ctx context.Context, sessionID string) (string, error)
+	// GatewayURL returns the address gatewayID enrolled with last ("" when
+	// it is this gateway, or none is recorded): only an enrolment the
+	// ledger's root signed names it.
+	GatewayURL(ctx context.Context, gatewayID string) (string, error)
 }
 
 const ownerLookupMax = 5 * time.Second

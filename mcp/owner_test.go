@@ -22,6 +22,9 @@ func (o owners) Claim(context.Context, string, string) error { return nil }
 func (o owners) Owner(context.Context, string) (string, error) {
 	return o.owner, o.err
 }
+func (o owners) GatewayURL(context.Context, string) (string, error) {
+	return o.owner, o.err
+}
 
 // A session this gateway does not hold, whose owner cannot be looked up
 // (the ledger slow or away), is answered 503 with Retry-After: the

@@ -1,10 +1,13 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -234,8 +237,9 @@ func (g *Gateway) lookup(ctx context.Context, id string) (*pb.Execution, error) 
 }
 
 // serveTasks answers tasks/get and tasks/cancel from the ledger. A task of
-// another agent is "not found": it sees nothing.
-func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, actor string, keys []string, msg message) {
+// another agent is "not found": it sees nothing. forwarded: r came from
+// another gateway (it is not sent on again).
+func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, actor string, keys []string, msg message, forwarded bool) {
 	id := msg.Params.TaskID
 	notFound := &rpcError{Code: codeInvalidParams, Message: "task not found: " + id}
 	if ledger.ValidateExecutionID(id) != nil {
@@ -259,8 +263,12 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, actor strin
 	switch x.GetState() {
 	case pb.State_STATE_AUTHORIZED:
 		// Approved: the agent polls, it does not call again, so its
-		// tasks/get resumes the task when this gateway holds the call.
+		// tasks/get resumes the task when this gateway holds the call,
+		// else where the call was received.
 		resuming = g.resumeApproved(x)
+		if !resuming && !forwarded && msg.Method == methodTasksGet && g.forwardTask(w, r, x) {
+			return
+		}
 	case pb.State_STATE_AWAITING_APPROVAL, pb.State_STATE_ACCEPTED:
 	default:
 		g.approvals.forget(id) // decided, or dispatched by another call
@@ -304,4 +312,78 @@ func (g *Gateway) cancelTask(w http.ResponseWriter, r *http.Request, msg message
 	why += ": a dispatched action cannot be called back; nothing was cancelled; tasks/get reports its outcome"
 	writeRPC(w, msg.ID, nil, &rpcError{Code: codeInvalidParams, Message: why,
 		Data: record(dispatch.StateName(x.GetState()), x, why)})
+}
+
+// Forwarding a tasks/get (forwardTask).
+const (
+	taskForwardMax    = 5 * time.Second // the whole exchange with the other gateway
+	taskForwardAnswer = 1 << 20         // the largest answer relayed
+)
+
+// peerClient sends forwarded tasks/get requests to other gateways.
+var peerClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// forwardTask relays an agent's tasks/get of an approved task whose call
+// this gateway does not hold to the gateway that received the call (the
+// execution's gateway_id, at the address it enrolled with), which may hold
+// it: there the tasks/get resumes it (approved.go), as the approval would
+// have had it been taken there. So an agent behind a load balancer, or one
+// approved through another gateway's console, sees its task go on. The
+// request keeps the agent's token (the other gateway authenticates the
+// agent itself, and only an enrolled address receives it) and loses its
+// session id (the task is the ledger's, not the session's); it carries
+// arrivalAgeHeader, so that gateway takes no delivery evidence from the
+// forwarding connection and never forwards it again. It reports whether it
+// answered w: when that gateway is this one, unknown, unreachable or
+// answers anything but a JSON-RPC answer, the caller answers itself.
+func (g *Gateway) forwardTask(w http.ResponseWriter, r *http.Request, x *pb.Execution) bool {
+	g.mu.Lock()
+	owners := g.owners
+	g.mu.Unlock()
+	if owners == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), taskForwardMax)
+	defer cancel()
+	base, err := owners.GatewayURL(ctx, x.GetGatewayId())
+	if err != nil || base == "" {
+		return false
+	}
+	body, err := io.ReadAll(r.Body) // the front door's copy of the request
+	if err != nil {
+		return false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	for _, h := range []string{"Authorization", "Content-Type", "Accept", "Mcp-Protocol-Version"} {
+		if v := r.Header.Values(h); len(v) > 0 {
+			req.Header[h] = v
+		}
+	}
+	req.Header.Set(arrivalAgeHeader, "unknown")
+	resp, err := peerClient.Do(req)
+	if err != nil {
+		g.log.Debug("tasks/get not forwarded to the gateway that received the call", "execution", x.GetExecutionId(), "gateway", x.GetGatewayId(), "err", err)
+		return false
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, taskForwardAnswer+1))
+	if err != nil || resp.StatusCode != http.StatusOK || len(answer) > taskForwardAnswer || !isRPCAnswer(answer) {
+		g.log.Debug("tasks/get forwarded, answer not relayed", "execution", x.GetExecutionId(), "gateway", x.GetGatewayId(), "status", resp.StatusCode)
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(answer)
+	return true
+}
+
+// isRPCAnswer reports whether data is one JSON-RPC answer with a result.
+func isRPCAnswer(data []byte) bool {
+	var a struct {
+		Version string          `json:"jsonrpc"`
+		Result  json.RawMessage `json:"result"`
+	}
+	return json.Unmarshal(data, &a) == nil && a.Version == "2.0" && len(a.Result) > 0
 }

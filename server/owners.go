@@ -64,6 +64,22 @@ func (s *sessionOwners) Owner(ctx context.Context, sessionID string) (string, er
 	return "", nil
 }
 
+func (s *sessionOwners) GatewayURL(_ context.Context, gatewayID string) (string, error) {
+	if gatewayID == "" || gatewayID == s.id {
+		return "", nil
+	}
+	enrolled, err := s.keyring.Enrollments(gatewayID)
+	if err != nil {
+		return "", err
+	}
+	for i := len(enrolled) - 1; i >= 0; i-- {
+		if url := enrolled[i].GetListenAddr(); url != "" {
+			return url, nil
+		}
+	}
+	return "", nil
+}
+
 // metaStream returns the meta stream's handle, looked up on first use.
 func (s *sessionOwners) metaStream(ctx context.Context) (jetstream.Stream, error) {
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -149,8 +150,9 @@ func pollTaskUntil(t *testing.T, g *server.Gateway, taskID, want string) map[str
 // agent only polls tasks/get, and the task goes on to completed with the
 // result, one effect at the target. Approved on the gateway that received
 // the call, the approval dispatches it; approved on another gateway, the
-// agent's tasks/get on the receiving one does, and a gateway that holds no
-// copy of the call (the ledger keeps none) tells the agent to call the tool
+// agent's tasks/get there is forwarded to the receiving one, which
+// dispatches; when the receiving gateway is gone, no copy of the call is
+// left (the ledger keeps none) and the agent is told to call the tool
 // again instead of "working" forever. A denied task is never sent, and a
 // tasks/get racing a retry of the call dispatches once.
 func TestMCPApprovedTaskIsDispatched(t *testing.T) {
@@ -185,26 +187,63 @@ func TestMCPApprovedTaskIsDispatched(t *testing.T) {
 	approveOver(t, g1, id)
 	completed(pollTaskUntil(t, g1, id, "completed"), id, 1)
 
-	// Approved on the other gateway: that one holds no copy of the call
-	// and says what to do; the receiving gateway's tasks/get dispatches.
+	// Approved on the other gateway, and the agent polls only that one
+	// (a load balancer's choice): it holds no copy of the call, so it
+	// forwards the tasks/get to the gateway that received the call, whose
+	// copy is dispatched; the agent sees working, then completed.
 	id = open(2)
 	approveOver(t, g2, id)
 	got, _ := tasksRequest(t, g2, agentToken, 10, "tasks/get", id)["result"].(map[string]any)
-	if msg, _ := got["statusMessage"].(string); got["status"] != "input_required" || !strings.Contains(msg, "call the tool again with the same arguments") {
+	if msg, _ := got["statusMessage"].(string); got["status"] != "working" || !strings.Contains(msg, "being dispatched now") {
 		t.Fatalf("tasks/get on a gateway without the call: %v", got)
 	}
-	if tg.seen.Load() != 1 {
-		t.Fatalf("sent before the agent's gateway was asked: target saw %d", tg.seen.Load())
-	}
-	completed(pollTaskUntil(t, g1, id, "completed"), id, 2)
 	completed(pollTaskUntil(t, g2, id, "completed"), id, 2)
+	completed(pollTaskUntil(t, g1, id, "completed"), id, 2)
+
+	// A tasks/get that another gateway forwarded (it carries
+	// X-Portcullis-Arrival-Age) is answered where it arrives, never sent
+	// on again: no loop between gateways. Here g2 answers it itself.
+	id = open(5)
+	approveOver(t, g2, id)
+	fh, fbody := modernRequest(23, "tasks/get", "", map[string]any{"taskId": id}, nil, true)
+	fh["X-Portcullis-Arrival-Age"] = "unknown"
+	got, _ = rawPost(t, g2, agentToken, fh, fbody).message(t)["result"].(map[string]any)
+	if got["status"] != "input_required" || tg.seen.Load() != 2 {
+		t.Fatalf("a forwarded tasks/get was sent on: %v; target saw %d", got, tg.seen.Load())
+	}
+	completed(pollTaskUntil(t, g2, id, "completed"), id, 3)
+
+	// The gateway that received the call is gone (its copy with it):
+	// the other one says what to do instead of working, and the call
+	// made again resumes the execution, dispatched once.
+	g3 := startMCPGateway(t, cfg, g1.NatsURL)
+	msg := modernCall(t, g3, agentToken, 20, "approve_job", map[string]any{"n": 20}, nil, true)
+	h, _ := msg["result"].(map[string]any)
+	gone, _ := h["taskId"].(string)
+	if h["status"] != "input_required" || gone == "" {
+		t.Fatalf("want an input_required task: %v", msg)
+	}
+	g3.Close(context.Background())
+	approveOver(t, g2, gone)
+	got, _ = tasksRequest(t, g2, agentToken, 21, "tasks/get", gone)["result"].(map[string]any)
+	if msg, _ := got["statusMessage"].(string); got["status"] != "input_required" || !strings.Contains(msg, "call the tool again with the same arguments") {
+		t.Fatalf("tasks/get when the receiving gateway is gone: %v", got)
+	}
+	if tg.seen.Load() != 3 {
+		t.Fatalf("sent before the call was made again: target saw %d", tg.seen.Load())
+	}
+	modernCall(t, g2, agentToken, 22, "approve_job", map[string]any{"n": 20}, nil, true)
+	pollTaskUntil(t, g2, gone, "completed")
+	if x := getExecution(t, g2, gone); x.GetDispatchCount() != 1 || x.GetAttachCount() != 1 || tg.performed.Load() != 4 || tg.seen.Load() != 4 {
+		t.Fatalf("the call made again: dispatched %d times, %d attached calls; target performed %d of %d requests", x.GetDispatchCount(), x.GetAttachCount(), tg.performed.Load(), tg.seen.Load())
+	}
 
 	// Denied: never sent, on either gateway.
 	id = open(3)
 	if code, out := rpc(t, g2.Addr, svc.ApprovalServiceDenyProcedure, "", fmt.Sprintf(`{"executionId": %q, "reason": "no"}`, id)); code != "ok" {
 		t.Fatalf("Deny: %s %v", code, out)
 	}
-	if got := pollTaskUntil(t, g1, id, "failed"); getExecution(t, g1, id).GetState() != pb.State_STATE_DENIED || tg.seen.Load() != 2 {
+	if got := pollTaskUntil(t, g1, id, "failed"); getExecution(t, g1, id).GetState() != pb.State_STATE_DENIED || tg.seen.Load() != 4 {
 		t.Fatalf("denied task: %v; target saw %d", got, tg.seen.Load())
 	}
 
@@ -222,7 +261,7 @@ func TestMCPApprovedTaskIsDispatched(t *testing.T) {
 	}()
 	wg.Wait()
 	done := pollTaskUntil(t, g1, id, "completed")
-	if tg.performed.Load() != 3 || tg.seen.Load() != 3 || getExecution(t, g1, id).GetDispatchCount() != 1 {
+	if tg.performed.Load() != 5 || tg.seen.Load() != 5 || getExecution(t, g1, id).GetDispatchCount() != 1 {
 		t.Fatalf("raced resume: %v; target performed %d of %d requests", done, tg.performed.Load(), tg.seen.Load())
 	}
 }
