@@ -45,6 +45,7 @@ type Report struct {
 	Command  string       `json:"command"`
 	LoadFrom string       `json:"load_start"`
 	LoadTo   string       `json:"load_end"`
+	Rounds   int          `json:"rounds"` // of the side-by-side cells (-rounds)
 	Cells    []Cell       `json:"cells"`
 	Scale    []ScalePoint `json:"scale,omitempty"`
 	Checks   []Check      `json:"checks"`
@@ -60,6 +61,7 @@ func run() error {
 	server.TuneGC(slog.New(slog.DiscardHandler)) // the suite hosts its gateways as `portcullis serve` runs one
 	out := flag.String("out", "docs/bench", "directory for results.json, report.md and the SVG plots")
 	dur := flag.Duration("dur", 3*time.Second, "measured time per cell")
+	rounds := flag.Int("rounds", 1, "rounds of the side-by-side cells: each round measures every series at every caller count, one caller count after another with its series back to back (compared cells are seconds apart, not minutes); a cell reports the median of its rounds, results.json every round")
 	warm := flag.Duration("warm", 500*time.Millisecond, "unmeasured warm-up per cell")
 	callersFlag := flag.String("callers", "1,4,16,64,256", "concurrent callers per cell")
 	only := flag.String("only", "", "run only series matching this regexp")
@@ -181,20 +183,47 @@ func run() error {
 	add(seriesMCP, "calls/s", func() workload { return mcpPortcullis(latestMCP) })
 	add(seriesMCPSession, "calls/s", func() workload { return mcpPortcullis(sessionMCP) })
 
+	if *rounds < 1 {
+		return errors.New("-rounds: at least 1")
+	}
+	rep.Rounds = *rounds
 	fmt.Printf("%-28s %7s %12s %9s %9s %8s %9s %6s\n", "series", "callers", "rate", "p50 ms", "p99 ms", "ops", "cpu µs/op", "cores")
+	measured := map[cellKey][]Cell{}
+	for r := 1; r <= *rounds; r++ {
+		if *rounds > 1 {
+			fmt.Printf("round %d of %d\n", r, *rounds)
+		}
+		for _, c := range callers {
+			for _, s := range suites {
+				label := s.series
+				if *rounds > 1 {
+					label += fmt.Sprintf(" r%d", r)
+				}
+				op, done, err := s.w(ctx, c)
+				if err != nil {
+					return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
+				}
+				cell, err := measureFor(ctx, label, c, *warm, *dur, op)
+				done()
+				if err != nil {
+					return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
+				}
+				cell.Series, cell.Unit = s.series, s.unit
+				printCell(cell)
+				k := cellKey{s.series, c}
+				measured[k] = append(measured[k], cell)
+			}
+		}
+	}
+	if *rounds > 1 && len(suites) > 0 {
+		fmt.Printf("\nmedians of %d rounds\n", *rounds)
+	}
 	for _, s := range suites {
 		for _, c := range callers {
-			op, done, err := s.w(ctx, c)
-			if err != nil {
-				return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
+			cell := medianCell(measured[cellKey{s.series, c}])
+			if *rounds > 1 {
+				printCell(cell)
 			}
-			cell, err := measureFor(ctx, s.series, c, *warm, *dur, op)
-			done()
-			if err != nil {
-				return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
-			}
-			cell.Series, cell.Unit = s.series, s.unit
-			printCell(cell)
 			rep.Cells = append(rep.Cells, cell)
 		}
 	}

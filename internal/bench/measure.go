@@ -29,6 +29,61 @@ type Cell struct {
 	CPUPerOp float64 `json:"cpu_us_per_op"`
 	Cores    float64 `json:"cores_busy"`
 	Note     string  `json:"note,omitempty"`
+	// Rounds are the cell's measurements, one per round (-rounds), when
+	// it was measured more than once; the fields above are their medians
+	// (Ops and Seconds their sums).
+	Rounds []Round `json:"rounds,omitempty"`
+}
+
+// Round is one measurement of a cell measured in several rounds.
+type Round struct {
+	Rate     float64 `json:"rate"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	CPUPerOp float64 `json:"cpu_us_per_op"`
+}
+
+// cellKey names a cell of the side-by-side table.
+type cellKey struct {
+	series  string
+	callers int
+}
+
+// medianCell is one cell from its rounds: each figure the median of the
+// rounds' (of an even count, the mean of the middle two), the operations
+// and seconds summed, every round kept.
+func medianCell(rounds []Cell) Cell {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	out := rounds[0]
+	out.Ops, out.Seconds, out.Rounds = 0, 0, nil
+	field := func(f func(Cell) float64) float64 {
+		vs := make([]float64, len(rounds))
+		for i, c := range rounds {
+			vs[i] = f(c)
+		}
+		slices.Sort(vs)
+		m := len(vs) / 2
+		if len(vs)%2 == 0 {
+			return (vs[m-1] + vs[m]) / 2
+		}
+		return vs[m]
+	}
+	out.Rate = field(func(c Cell) float64 { return c.Rate })
+	out.P50 = field(func(c Cell) float64 { return c.P50 })
+	out.P99 = field(func(c Cell) float64 { return c.P99 })
+	out.CPUPerOp = field(func(c Cell) float64 { return c.CPUPerOp })
+	out.Cores = field(func(c Cell) float64 { return c.Cores })
+	lo, hi := rounds[0].Rate, rounds[0].Rate
+	for _, c := range rounds {
+		out.Ops += c.Ops
+		out.Seconds += c.Seconds
+		out.Rounds = append(out.Rounds, Round{Rate: c.Rate, P50: c.P50, P99: c.P99, CPUPerOp: c.CPUPerOp})
+		lo, hi = min(lo, c.Rate), max(hi, c.Rate)
+	}
+	out.Note = strings.TrimPrefix(out.Note+fmt.Sprintf("; median of %d rounds, rate %.0f–%.0f", len(rounds), lo, hi), "; ")
+	return out
 }
 
 // cpuTime is this process's CPU time so far.

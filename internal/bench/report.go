@@ -159,8 +159,12 @@ func checks(cells []Cell, shards int, hots []int) []Check {
 func markdown(rep *Report, shards int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Side-by-side benchmark report\n\n")
-	fmt.Fprintf(&b, "- Date: %s\n- Commit: %s\n- Machine: %s\n- Load average at start / end: %s / %s\n- Command: `%s`\n\n",
+	fmt.Fprintf(&b, "- Date: %s\n- Commit: %s\n- Machine: %s\n- Load average at start / end: %s / %s\n- Command: `%s`\n",
 		rep.Date, rep.Commit, rep.Machine, rep.LoadFrom, rep.LoadTo, rep.Command)
+	if rep.Rounds > 1 {
+		fmt.Fprintf(&b, "- Rounds: %d. Each round measured every side-by-side series at every caller count, one count after another with its series back to back; a cell below is the median of its rounds (its note gives the rates' range; results.json every round). The hot account and decision latency cells ran once.\n", rep.Rounds)
+	}
+	b.WriteString("\n")
 	b.WriteString("## Targets (issue 10)\n\n| target | measured | wanted | verdict | detail |\n|---|---:|---|---|---|\n")
 	for _, c := range rep.Checks {
 		v := "–"
