@@ -351,14 +351,14 @@ func TestUnansweredAppendIsResent(t *testing.T) {
 		c := natstest.StartCluster(t, 3, natstest.ClusterOptions{})
 		// One node for both clients: the silent responder's interest is
 		// known there at once (routes spread it later).
-		seqs, stored, id, err := resendOnce(t, c.URL(0), c.CredsDir, 3, 3)
+		seqs, stored, id, err := resendOnce(t, c.URL(0), c.CredsDir, 3, 3, 20*time.Second)
 		if err != nil || len(seqs) != 1 || seqs[0] != 1 || stored != 1 || id == "" {
 			t.Fatalf("append: seqs %v, err %v; stream holds %d; message id %q; want seq 1, one message, an id", seqs, err, stored, id)
 		}
 	})
 	t.Run("single server", func(t *testing.T) {
 		ns, dir := natstest.StartAuth(t)
-		_, stored, id, err := resendOnce(t, ns.ClientURL(), dir, 1, 2)
+		_, stored, id, err := resendOnce(t, ns.ClientURL(), dir, 1, 2, 3*time.Second)
 		if !errors.Is(err, ledger.ErrAppendUnknown) || errors.Is(err, ledger.ErrConflict) || stored != 1 || id != "" {
 			t.Fatalf("append: %v; stream holds %d; message id %q; want unknown (not a conflict), one message, no id (nothing resends it)", err, stored, id)
 		}
@@ -368,11 +368,13 @@ func TestUnansweredAppendIsResent(t *testing.T) {
 // resendOnce appends one message to late.x while a silent responder takes
 // the first try, creates the stream and stores that very message (as if
 // it had landed and its acknowledgement was lost). id is the first try's
-// Nats-Msg-Id.
-func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32) (seqs []uint64, stored uint64, id string, appendErr error) {
+// Nats-Msg-Id. ackWait is the append's whole wait: on a cluster it must
+// outlast the new stream's placement, which a loaded machine answers late
+// (the create is retried, as EnsureConfig retries it).
+func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32, ackWait time.Duration) (seqs []uint64, stored uint64, id string, appendErr error) {
 	ctx := context.Background()
 	nc := natstest.Connect(t, url, credsDir, natsauth.Admin)
-	l, err := Open(ctx, nc, testSpec, Options{AckWait: 3 * time.Second})
+	l, err := Open(ctx, nc, testSpec, Options{AckWait: ackWait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +388,7 @@ func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32
 			return
 		}
 		firstID.Store(m.Header.Get("Nats-Msg-Id"))
-		if _, err := js.CreateStream(ctx, StreamSpec{Name: "LATE", Subjects: []string{"late.>"}, Replicas: replicas}.Config()); err != nil {
+		if _, err := EnsureConfig(ctx, js, StreamSpec{Name: "LATE", Subjects: []string{"late.>"}, Replicas: replicas}.Config(), nil); err != nil {
 			t.Error(err)
 			return
 		}
