@@ -166,25 +166,42 @@ func TestMetricsAfterIncident(t *testing.T) {
 
 	g.Metrics.Quarantined(ledger.ExecutionsStream, "signature")
 
-	// Let the projectors fold everything, then scrape once.
+	// Let the projectors fold everything, then scrape. A DELIVERED may
+	// still land meanwhile (the second call was evidence for the first
+	// one's result, when it came on the same connection, and DELIVERED
+	// lingers up to 50 ms before it is appended): a scrape counts only
+	// when the stream did not move while it was taken.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	last, err := g.ExecutionsLog.LastSeq(wctx)
-	if err != nil {
-		t.Fatal(err)
+	var last uint64
+	var m map[string]*dto.MetricFamily
+	for attempt := 1; ; attempt++ {
+		if last, err = g.ExecutionsLog.LastSeq(wctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Views.WaitFor(wctx, last); err != nil {
+			t.Fatal(err)
+		}
+		bs := budgetStream(t, g)
+		info, err := bs.Info(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Views.BudgetWaitFor(wctx, info.State.LastSeq); err != nil {
+			t.Fatal(err)
+		}
+		m = scrape(t, g)
+		after, err := g.ExecutionsLog.LastSeq(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after == last {
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("the executions stream kept moving while it was scraped (%d → %d)", last, after)
+		}
 	}
-	if err := g.Views.WaitFor(wctx, last); err != nil {
-		t.Fatal(err)
-	}
-	bs := budgetStream(t, g)
-	info, err := bs.Info(wctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Views.BudgetWaitFor(wctx, info.State.LastSeq); err != nil {
-		t.Fatal(err)
-	}
-	m := scrape(t, g)
 
 	dec := "portcullis_decisions_total"
 	wantSample(t, m, dec, map[string]string{"kind": "begin", "outcome": "new"}, 2)
