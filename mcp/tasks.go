@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/oklog/ulid/v2"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -379,11 +380,10 @@ func (g *Gateway) forwardTask(w http.ResponseWriter, r *http.Request, x *pb.Exec
 	return true
 }
 
-// isRPCAnswer reports whether data is one JSON-RPC answer with a result.
+// isRPCAnswer reports whether data is one JSON-RPC answer with a result
+// (the SDK's decoder: version tag, id, no error).
 func isRPCAnswer(data []byte) bool {
-	var a struct {
-		Version string          `json:"jsonrpc"`
-		Result  json.RawMessage `json:"result"`
-	}
-	return json.Unmarshal(data, &a) == nil && a.Version == "2.0" && len(a.Result) > 0
+	m, err := jsonrpc.DecodeMessage(data)
+	a, ok := m.(*jsonrpc.Response)
+	return err == nil && ok && a.Error == nil && len(a.Result) > 0
 }
