@@ -84,9 +84,16 @@ type Gateway struct {
 	mu            sync.Mutex
 	sessionActors map[string]string // MCP session id → the actor that opened it (the binding)
 	sessionRemote map[string]string // MCP session id → the remote address of the connection that opened it
-	local         map[string]bool   // sessions this gateway holds
-	owners        SessionOwners
-	self          string
+	// local are the sessions this gateway holds, each with the timer of
+	// its next owner claim (nil: none due).
+	local  map[string]*time.Timer
+	owners SessionOwners
+	self   string
+
+	// SessionIdle closes a stateful (2025-11-25) session after this long
+	// without a request (the SDK's SessionTimeout; 0: never). Set it before
+	// Handler.
+	SessionIdle time.Duration
 }
 
 // New builds the gateway from the config's tools and agents. Response
@@ -96,7 +103,7 @@ func New(l *ledger.Service, cfg *config.Config, events sdk.EventStore, journal *
 		events = sdk.NewMemoryEventStore(nil)
 	}
 	g := &Gateway{ledger: l, driver: dispatch.New(l, log), tools: map[string]config.Tool{}, agents: agentDigests(cfg.Agents), log: log, locked: cfg.VaultLocked,
-		events: events, journal: journal, sessionActors: map[string]string{}, sessionRemote: map[string]string{}, local: map[string]bool{}}
+		events: events, journal: journal, sessionActors: map[string]string{}, sessionRemote: map[string]string{}, local: map[string]*time.Timer{}}
 	g.delivery = newDelivery(l, log)
 	for name, t := range cfg.Tools {
 		if t.Channel == "" {
@@ -172,7 +179,7 @@ func (g *Gateway) Handler() http.Handler {
 	srv := g.server()
 	getServer := func(*http.Request) *sdk.Server { return srv }
 	stateful := sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
-		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log, EventStore: g.events,
+		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log, EventStore: g.events, SessionTimeout: g.SessionIdle,
 	})
 	stateless := sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
 		MaxRequestBodyBytes: MaxRequestBytes, Logger: g.log, Stateless: true,

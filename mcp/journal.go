@@ -83,23 +83,14 @@ func (g *Gateway) initialized(ctx context.Context, req *sdk.InitializedRequest) 
 	if req.Session == nil || req.Session.ID() == "" {
 		return // stateless requests have no session to journal
 	}
-	g.mu.Lock()
-	g.local[req.Session.ID()] = true
-	owners, self := g.owners, g.self
-	g.mu.Unlock()
-	if owners != nil {
-		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := owners.Claim(octx, req.Session.ID(), self); err != nil {
-			g.log.Warn("session owner", "session", req.Session.ID(), "err", err)
-		}
-		cancel()
-	}
+	g.hold(req.Session.ID())
+	g.claim(ctx, req.Session.ID())
 	if g.journal == nil {
 		go func() {
 			_ = req.Session.Wait()
 			g.mu.Lock()
 			delete(g.sessionActors, req.Session.ID())
-			delete(g.local, req.Session.ID())
+			g.release(req.Session.ID())
 			g.mu.Unlock()
 		}()
 		return
@@ -132,7 +123,7 @@ func (g *Gateway) initialized(ctx context.Context, req *sdk.InitializedRequest) 
 		g.mu.Lock()
 		delete(g.sessionActors, id)
 		delete(g.sessionRemote, id)
-		delete(g.local, id)
+		g.release(id)
 		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

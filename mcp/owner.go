@@ -18,8 +18,10 @@ import (
 // streams themselves are in JetStream, so the owner replays what was sent.
 // It also finds the gateway that received a call (tasks.go, forwardTask).
 type SessionOwners interface {
-	// Claim records this gateway as the session's owner.
-	Claim(ctx context.Context, sessionID, ownerURL string) error
+	// Claim records this gateway as the session's owner and reports when
+	// that record expires (zero: never). A record that expired while the
+	// session lives is claimed again (reclaim).
+	Claim(ctx context.Context, sessionID, ownerURL string) (expires time.Time, err error)
 	// Owner returns the owner's URL ("" when unknown). It must return only
 	// the recorded address of an enrolled gateway, never whatever an owner
 	// record says: the request is forwarded there with the agent's token.
@@ -30,7 +32,44 @@ type SessionOwners interface {
 	GatewayURL(ctx context.Context, gatewayID string) (string, error)
 }
 
-const ownerLookupMax = 5 * time.Second
+const (
+	ownerLookupMax = 5 * time.Second
+	claimMax       = 5 * time.Second
+	// reclaimPause is how long a session whose claim failed waits before
+	// the next try.
+	reclaimPause = time.Minute
+)
+
+// claim records this gateway as the owner of a session it holds. A record
+// that expires (owner records live a bounded time, a session may live
+// longer) is claimed again once it has; until then another gateway cannot
+// place the session (it answers 404 and the client opens a new session).
+// A claim that failed is tried again after reclaimPause.
+func (g *Gateway) claim(ctx context.Context, sessionID string) {
+	g.mu.Lock()
+	owners, self := g.owners, g.self
+	_, held := g.local[sessionID]
+	g.mu.Unlock()
+	if owners == nil || !held {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimMax)
+	expires, err := owners.Claim(cctx, sessionID, self)
+	cancel()
+	next := time.Until(expires)
+	switch {
+	case err != nil:
+		g.log.Warn("session owner", "session", sessionID, "err", err, "retry_in", reclaimPause)
+		next = reclaimPause
+	case expires.IsZero():
+		return // kept for good
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, held := g.local[sessionID]; held {
+		g.local[sessionID] = time.AfterFunc(max(next, 0), func() { g.claim(context.Background(), sessionID) })
+	}
+}
 
 // SetOwners lets the gateway record and look up session owners; self is
 // this gateway's base URL (known once it listens).
@@ -38,6 +77,22 @@ func (g *Gateway) SetOwners(o SessionOwners, self string) {
 	g.mu.Lock()
 	g.owners, g.self = o, self
 	g.mu.Unlock()
+}
+
+// hold marks a session as held by this gateway.
+func (g *Gateway) hold(sessionID string) {
+	g.mu.Lock()
+	g.local[sessionID] = nil
+	g.mu.Unlock()
+}
+
+// release forgets a session that ended, and its next claim. The caller
+// holds g.mu.
+func (g *Gateway) release(sessionID string) {
+	if t := g.local[sessionID]; t != nil {
+		t.Stop()
+	}
+	delete(g.local, sessionID)
 }
 
 // forward sends a request for a session this gateway does not hold to the
@@ -50,7 +105,8 @@ func (g *Gateway) SetOwners(o SessionOwners, self string) {
 // session that may well be alive on another gateway.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, sessionID string, arrivedAt time.Time) bool {
 	g.mu.Lock()
-	owners, self, local := g.owners, g.self, g.local[sessionID]
+	owners, self := g.owners, g.self
+	_, local := g.local[sessionID]
 	g.mu.Unlock()
 	if owners == nil || local {
 		return false

@@ -18,7 +18,7 @@ type owners struct {
 	err   error
 }
 
-func (o owners) Claim(context.Context, string, string) error { return nil }
+func (o owners) Claim(context.Context, string, string) (time.Time, error) { return time.Time{}, nil }
 func (o owners) Owner(context.Context, string) (string, error) {
 	return o.owner, o.err
 }
@@ -45,7 +45,7 @@ func TestForwardWhenOwnerLookupFails(t *testing.T) {
 		{"owned here", owners{owner: "http://self"}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &Gateway{log: log, local: map[string]bool{}, owners: tc.owners, self: "http://self"}
+			g := &Gateway{log: log, local: map[string]*time.Timer{}, owners: tc.owners, self: "http://self"}
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 			if handled := g.forward(w, r, "sid-1", time.Time{}); handled != tc.handled {
@@ -65,7 +65,7 @@ func TestForwardWhenOwnerIsDown(t *testing.T) {
 	ln := httptest.NewServer(http.NotFoundHandler())
 	down := ln.URL
 	ln.Close() // nothing listens there now
-	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil)), local: map[string]bool{}, owners: owners{owner: down}, self: "http://self"}
+	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil)), local: map[string]*time.Timer{}, owners: owners{owner: down}, self: "http://self"}
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 	if !g.forward(w, r, "sid-1", time.Time{}) {

@@ -374,6 +374,9 @@ func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Log
 			return err
 		}
 	}
+	if err := allowMetaTTL(ctx, js, n.server != nil || n.role == natsauth.Admin, lg); err != nil {
+		return err
+	}
 	// The MCP response streams' storage depends on what an earlier
 	// version made (mcp.EnsureStreamsStream).
 	_, err := mcp.EnsureStreamsStream(ctx, js, replicas, lg)
@@ -502,7 +505,32 @@ func metaConfig(replicas int) jetstream.StreamConfig {
 		Description: "Portcullis: ledger metadata, one value per subject (root record, enrollments, sealed fingerprint key, key check, MCP session owners)",
 		DenyDelete:  true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
 		Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
+		AllowMsgTTL: true, // session owner records expire (owners.go); nothing else is published with a TTL
 	}
+}
+
+// allowMetaTTL lets a META made before session owner records expired take
+// per-message TTLs (a setting JetStream can turn on, never off). Only the
+// admin user may change a stream: a gateway on a cluster says what to run
+// and goes on, its owner records kept for good until then.
+func allowMetaTTL(ctx context.Context, js jetstream.JetStream, admin bool, lg *slog.Logger) error {
+	s, err := ensureMeta(ctx, js)
+	if err != nil {
+		return err
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.AllowMsgTTL {
+		return nil
+	}
+	if !admin {
+		lg.Warn("the meta stream allows no per-message TTL, so MCP session owner records are kept for good; run `portcullis streams` as the NATS admin", "stream", metaStream)
+		return nil
+	}
+	cfg.AllowMsgTTL = true
+	return ljs.Retry(ctx, lg, "stream "+metaStream, func(ctx context.Context) error {
+		_, err := js.UpdateStream(ctx, cfg)
+		return err
+	})
 }
 
 // ensureMeta opens the meta stream, which ensureStreams created (waiting

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/trust"
@@ -18,11 +20,19 @@ import (
 // claim is believed only when the gateway it names is enrolled at that
 // URL: a forged owner record can never make a gateway forward an agent's
 // request (and its token) anywhere else.
+//
+// A record lives ttl (a per-message TTL; META allows them), so the
+// records of sessions long gone do not pile up in META; the owner claims
+// a session that outlives its record again. On a META made before owner
+// records expired (a cluster whose streams the admin has not updated) a
+// record is kept for good, as before.
 type sessionOwners struct {
 	js      jetstream.JetStream
 	id      string
 	keyring *trust.Keyring
 	log     *slog.Logger
+	ttl     time.Duration // 0: records never expire
+	noTTL   atomic.Bool   // META refused a per-message TTL
 
 	mu   sync.Mutex
 	meta jetstream.Stream // looked up once: a stream's info is a round trip of its own
@@ -33,9 +43,34 @@ func ownerSubject(sessionID string) string {
 	return "pc.meta.session." + hex.EncodeToString(sum[:16])
 }
 
-func (s *sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) error {
-	_, err := s.js.Publish(ctx, ownerSubject(sessionID), []byte(s.id+" "+ownerURL), jetstream.WithExpectLastSequencePerSubject(0))
-	return err
+// DefaultSessionOwnerTTL is how long a session owner record lives.
+const DefaultSessionOwnerTTL = 7 * 24 * time.Hour
+
+// ownerExpiryLag is how long after its TTL an owner record is taken to be
+// gone: the server removes expired messages on a timer, not at the instant.
+const ownerExpiryLag = 2 * time.Second
+
+// errCodeTTLDisabled is JetStream's answer to a per-message TTL on a
+// stream that does not allow them (JSMessageTTLDisabledErr).
+const errCodeTTLDisabled = 10166
+
+func (s *sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) (time.Time, error) {
+	subject, data := ownerSubject(sessionID), []byte(s.id+" "+ownerURL)
+	if s.ttl > 0 && !s.noTTL.Load() {
+		start := time.Now()
+		_, err := s.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithMsgTTL(s.ttl))
+		var ae *jetstream.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode != errCodeTTLDisabled {
+			if err != nil {
+				return time.Time{}, err
+			}
+			return start.Add(s.ttl + ownerExpiryLag), nil
+		}
+		s.noTTL.Store(true)
+		s.log.Warn("session owner records do not expire: the meta stream allows no per-message TTL; run `portcullis streams` as the NATS admin", "stream", metaStream)
+	}
+	_, err := s.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0))
+	return time.Time{}, err
 }
 
 func (s *sessionOwners) Owner(ctx context.Context, sessionID string) (string, error) {
@@ -92,4 +127,22 @@ func (s *sessionOwners) metaStream(ctx context.Context) (jetstream.Stream, error
 		s.meta = st
 	}
 	return s.meta, nil
+}
+
+// DefaultMCPSessionIdle is how long a stateful MCP session may go without
+// a request before the gateway closes it (the client then gets 404 and
+// opens a new one, as MCP has it). Without a limit every session a client
+// left without DELETE stayed in the gateway's memory for good.
+const DefaultMCPSessionIdle = 24 * time.Hour
+
+// orDefault is d when positive, def when zero and 0 (none) when negative.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d > 0:
+		return d
+	case d == 0:
+		return def
+	default:
+		return 0
+	}
 }

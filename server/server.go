@@ -119,6 +119,12 @@ type Options struct {
 	// SigningKey references this gateway's Ed25519 key; empty:
 	// DATA_DIR/gateway.ed25519 (created on first start, 0600).
 	SigningKey string
+	// MCPSessionIdle closes a stateful (2025-11-25) MCP session after this
+	// long without a request (0: DefaultMCPSessionIdle; negative: never).
+	MCPSessionIdle time.Duration
+	// SessionOwnerTTL is how long a session owner record stays in META
+	// (0: DefaultSessionOwnerTTL; negative: for good, as before).
+	SessionOwnerTTL time.Duration
 	// ExecShards is how many execution lanes (streams, each with its own
 	// committer) a NEW ledger spreads its executions over (0:
 	// DefaultExecShards). The count is recorded in the ledger's root; a
@@ -424,7 +430,8 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.mcp = mg
-	mg.SetOwners(&sessionOwners{js: g.nats.js, id: id, keyring: g.Keyring, log: g.log}, scheme+g.Addr)
+	mg.SessionIdle = orDefault(o.MCPSessionIdle, DefaultMCPSessionIdle)
+	mg.SetOwners(&sessionOwners{js: g.nats.js, id: id, keyring: g.Keyring, log: g.log, ttl: orDefault(o.SessionOwnerTTL, DefaultSessionOwnerTTL)}, scheme+g.Addr)
 	binder, err := toolcall.New(cfg.Tools)
 	if err != nil {
 		return nil, err

@@ -131,15 +131,22 @@ func startMCPGatewayTB(t testing.TB, cfg, natsURL string) *server.Gateway {
 }
 
 func startMCPGatewayLog(t testing.TB, cfg, natsURL string, logs io.Writer) *server.Gateway {
+	return startMCPGatewayWith(t, cfg, natsURL, logs, func(*server.Options) {})
+}
+
+// startMCPGatewayWith starts an MCP gateway with options set by set.
+func startMCPGatewayWith(t testing.TB, cfg, natsURL string, logs io.Writer, set func(*server.Options)) *server.Gateway {
 	var creds string
 	if natsURL != "" {
 		creds = credsFor(t, natsURL)
 	}
-	g, err := server.Start(context.Background(), server.Options{
+	o := server.Options{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", ConfigPath: cfg, NatsURL: natsURL, NatsListen: "127.0.0.1:-1", NatsCreds: creds,
 		FingerprintKey: testKey, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		RootKey: rootKeyOf(natsURL),
-	})
+	}
+	set(&o)
+	g, err := server.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,42 +680,10 @@ func TestMCPSessionOnAnyGateway(t *testing.T) {
 	cfg := mcpConfig(t, tg)
 	g1 := startMCPGateway(t, cfg, "")
 	g2 := startMCPGatewayTB(t, cfg, g1.NatsURL)
-	post := func(g *server.Gateway, session, body string) (*http.Response, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+agentToken)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
-	}
-	resp, body := post(g1, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	if resp.StatusCode != 200 || sid == "" {
-		t.Fatalf("initialize: %d %q %s", resp.StatusCode, sid, body)
-	}
-	if resp, body := post(g1, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode >= 300 {
-		t.Fatalf("initialized: %d %s", resp.StatusCode, body)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		resp, body = post(g2, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
-		if resp.StatusCode == 200 && strings.Contains(body, "deploy_release") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tools/list through the other gateway: %d %s", resp.StatusCode, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	sid := legacyOpen(t, g1)
+	waitStatus(t, g2, sid, http.StatusOK, "tools/list through the other gateway")
+	if _, _, body := legacyPost(t, g2, sid, toolsList); !strings.Contains(body, "deploy_release") {
+		t.Fatalf("tools/list through the other gateway: %s", body)
 	}
 }
 

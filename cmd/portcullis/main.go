@@ -106,6 +106,9 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			o.Logger = lg
+			if o.MCPSessionIdle == 0 {
+				o.MCPSessionIdle = -1 // the flag's 0: never closed
+			}
 			server.TuneGC(lg)
 			return server.Run(ctx, o)
 		},
@@ -118,6 +121,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&logFormat, "log-format", telemetry.LogText, "log format: text or json")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this URL (e.g. http://127.0.0.1:4318); default $OTEL_EXPORTER_OTLP_ENDPOINT, else tracing is off")
+	cmd.Flags().DurationVar(&o.MCPSessionIdle, "mcp-session-idle", server.DefaultMCPSessionIdle, "close a stateful (2025-11-25) MCP session after this long without a request; its client then opens a new one (0: never)")
 	cmd.Flags().DurationVar(&o.StuckAfter, "projector-stuck-after", telemetry.DefaultStuckAfter, "report not ready when a projector stays behind this long without catching up")
 	cmd.Flags().StringVar(&o.TLSCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM)")
 	cmd.Flags().StringVar(&o.TLSKey, "tls-key", "", "private key of --tls-cert (PEM)")
