@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -51,26 +53,65 @@ const DefaultSessionOwnerTTL = 7 * 24 * time.Hour
 const ownerExpiryLag = 2 * time.Second
 
 // errCodeTTLDisabled is JetStream's answer to a per-message TTL on a
-// stream that does not allow them (JSMessageTTLDisabledErr).
+// stream that does not allow them (JSMessageTTLDisabledErr); a record
+// already there is errCodeWrongLast.
 const errCodeTTLDisabled = 10166
 
+// Claim records this gateway as the session's owner. A record already
+// there that is this gateway's own (a claim again whose record has not
+// gone yet) is kept and its expiry reported; another's is an error.
 func (s *sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) (time.Time, error) {
 	subject, data := ownerSubject(sessionID), []byte(s.id+" "+ownerURL)
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
 	if s.ttl > 0 && !s.noTTL.Load() {
-		start := time.Now()
-		_, err := s.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithMsgTTL(s.ttl))
-		var ae *jetstream.APIError
-		if !errors.As(err, &ae) || ae.ErrorCode != errCodeTTLDisabled {
-			if err != nil {
-				return time.Time{}, err
-			}
-			return start.Add(s.ttl + ownerExpiryLag), nil
-		}
+		opts = append(opts, jetstream.WithMsgTTL(s.ttl))
+	}
+	start := time.Now()
+	_, err := s.js.Publish(ctx, subject, data, opts...)
+	if apiErrorCode(err) == errCodeTTLDisabled {
 		s.noTTL.Store(true)
 		s.log.Warn("session owner records do not expire: the meta stream allows no per-message TTL; run `portcullis streams` as the NATS admin", "stream", metaStream)
+		return s.Claim(ctx, sessionID, ownerURL)
 	}
-	_, err := s.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0))
-	return time.Time{}, err
+	switch {
+	case apiErrorCode(err) == errCodeWrongLast:
+		return s.ownRecord(ctx, subject, data, err)
+	case err != nil:
+		return time.Time{}, err
+	case len(opts) == 1:
+		return time.Time{}, nil // kept for good
+	}
+	return start.Add(s.ttl + ownerExpiryLag), nil
+}
+
+// ownRecord reports when the record on subject expires if it says data
+// (this gateway's claim), else claimErr.
+func (s *sessionOwners) ownRecord(ctx context.Context, subject string, data []byte, claimErr error) (time.Time, error) {
+	st, err := s.metaStream(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w (and reading the record: %v)", claimErr, err)
+	}
+	if !bytes.Equal(m.Data, data) {
+		return time.Time{}, fmt.Errorf("session owned by another record (%q): %w", m.Data, claimErr)
+	}
+	ttl, err := time.ParseDuration(m.Header.Get(jetstream.MsgTTLHeader))
+	if err != nil {
+		return time.Time{}, nil // no TTL: kept for good
+	}
+	return m.Time.Add(ttl + ownerExpiryLag), nil
+}
+
+// apiErrorCode is JetStream's error code in err (0: none).
+func apiErrorCode(err error) jetstream.ErrorCode {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode
+	}
+	return 0
 }
 
 func (s *sessionOwners) Owner(ctx context.Context, sessionID string) (string, error) {

@@ -84,7 +84,12 @@ func TestSessionOwnerRecordsExpire(t *testing.T) {
 		t.Fatalf("claim: expires %v (start %v), %v", expires, start, err)
 	}
 	if _, err := owners.Claim(ctx, "sid-new", "http://127.0.0.1:2"); err == nil {
-		t.Fatal("a second claim of a live record was taken")
+		t.Fatal("a claim over another's live record was taken")
+	}
+	// This gateway's own record, not gone yet: kept, its expiry reported.
+	again, err := owners.Claim(ctx, "sid-new", "http://127.0.0.1:1")
+	if err != nil || again.Sub(expires).Abs() > 500*time.Millisecond {
+		t.Fatalf("a claim again of its own live record: expires %v (first %v), %v", again, expires, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -105,5 +110,8 @@ func TestSessionOwnerRecordsExpire(t *testing.T) {
 	}
 	if _, err := record("sid-old"); err != nil {
 		t.Fatalf("the record claimed without a TTL went: %v", err)
+	}
+	if again, err := owners.Claim(ctx, "sid-old", "http://127.0.0.1:1"); err != nil || !again.IsZero() {
+		t.Fatalf("a claim again of its own record kept for good: expires %v, %v", again, err)
 	}
 }
