@@ -38,6 +38,9 @@ const (
 	// reclaimPause is how long a session whose claim failed waits before
 	// the next try.
 	reclaimPause = time.Minute
+	// claimAgainMin spaces the claims of one session when its record
+	// outlives its expiry (the server removes it on a timer).
+	claimAgainMin = time.Second
 )
 
 // claim records this gateway as the owner of a session it holds. A record
@@ -67,7 +70,7 @@ func (g *Gateway) claim(ctx context.Context, sessionID string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, held := g.local[sessionID]; held {
-		g.local[sessionID] = time.AfterFunc(max(next, 0), func() { g.claim(context.Background(), sessionID) })
+		g.local[sessionID] = time.AfterFunc(max(next, claimAgainMin), func() { g.claim(context.Background(), sessionID) })
 	}
 }
 
