@@ -19,8 +19,9 @@ import (
 // It also finds the gateway that received a call (tasks.go, forwardTask).
 type SessionOwners interface {
 	// Claim records this gateway as the session's owner and reports when
-	// that record expires (zero: never). A record that expired while the
-	// session lives is claimed again (reclaim).
+	// that record expires (zero: never); Gateway.claim claims a session
+	// that outlives its record again. Claiming again while this gateway's
+	// own record is still there keeps it and reports its expiry.
 	Claim(ctx context.Context, sessionID, ownerURL string) (expires time.Time, err error)
 	// Owner returns the owner's URL ("" when unknown). It must return only
 	// the recorded address of an enrolled gateway, never whatever an owner
