@@ -66,8 +66,7 @@ func (l budgetLeases) PutLease(ctx context.Context, account string, lease keeper
 		return 0, err
 	}
 	ack, err := l.js.Publish(ctx, budgetLeasePfx+account, data, jetstream.WithExpectLastSequencePerSubject(rev))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLast {
+	if apiErrorCode(err) == errCodeWrongLast {
 		return 0, fmt.Errorf("budget lease %s: %w", account, ledger.ErrConflict)
 	}
 	if err != nil {
