@@ -3,7 +3,6 @@ package test
 import (
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,36 +17,27 @@ func startSessionGateway(t *testing.T, cfg, natsURL string, idle, ownerTTL time.
 	})
 }
 
-// legacyPost sends one 2025-11-25 JSON-RPC message (in session sid unless
-// empty) and returns the status, the session id answered and the body.
-func legacyPost(t *testing.T, g *server.Gateway, sid, body string) (int, string, string) {
+// legacyPost sends one 2025-11-25 JSON-RPC message as the agent (in
+// session sid unless empty).
+func legacyPost(t *testing.T, g *server.Gateway, sid, body string) rawResp {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr+"/mcp", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+agentToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	h := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
+		h["Mcp-Session-Id"] = sid
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+	return rawPost(t, g, agentToken, h, body)
 }
 
 // legacyOpen opens a stateful session on g.
 func legacyOpen(t *testing.T, g *server.Gateway) string {
 	t.Helper()
-	code, sid, body := legacyPost(t, g, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if code != http.StatusOK || sid == "" {
-		t.Fatalf("initialize: %d %q %s", code, sid, body)
+	r := legacyPost(t, g, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := r.header.Get("Mcp-Session-Id")
+	if r.code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", r.code, sid, r.body)
 	}
-	if code, _, body := legacyPost(t, g, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code >= 300 {
-		t.Fatalf("initialized: %d %s", code, body)
+	if r := legacyPost(t, g, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.code >= 300 {
+		t.Fatalf("initialized: %d %s", r.code, r.body)
 	}
 	return sid
 }
@@ -59,12 +49,12 @@ func waitStatus(t *testing.T, g *server.Gateway, sid string, want int, what stri
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		code, _, body := legacyPost(t, g, sid, toolsList)
-		if code == want {
+		r := legacyPost(t, g, sid, toolsList)
+		if r.code == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: tools/list answered %d %s, want %d", what, code, body, want)
+			t.Fatalf("%s: tools/list answered %d %s, want %d", what, r.code, r.body, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -83,8 +73,8 @@ func TestMCPSessionOwnerRecordExpiresAndIsClaimedAgain(t *testing.T) {
 	waitStatus(t, g2, sid, http.StatusOK, "forwarded while the record lives")
 	waitStatus(t, g2, sid, http.StatusNotFound, "after the record expired")
 	waitStatus(t, g2, sid, http.StatusOK, "forwarded after the owner claimed again")
-	if code, _, body := legacyPost(t, g1, sid, toolsList); code != http.StatusOK {
-		t.Fatalf("the session on its own gateway: %d %s", code, body)
+	if r := legacyPost(t, g1, sid, toolsList); r.code != http.StatusOK {
+		t.Fatalf("the session on its own gateway: %d %s", r.code, r.body)
 	}
 }
 
@@ -95,12 +85,12 @@ func TestMCPIdleSessionIsClosed(t *testing.T) {
 	sid := legacyOpen(t, g)
 	for range 6 {
 		time.Sleep(500 * time.Millisecond)
-		if code, _, body := legacyPost(t, g, sid, toolsList); code != http.StatusOK {
-			t.Fatalf("a session in use was closed: %d %s", code, body)
+		if r := legacyPost(t, g, sid, toolsList); r.code != http.StatusOK {
+			t.Fatalf("a session in use was closed: %d %s", r.code, r.body)
 		}
 	}
 	time.Sleep(2500 * time.Millisecond)
-	if code, _, body := legacyPost(t, g, sid, toolsList); code != http.StatusNotFound {
-		t.Fatalf("after its idle time: %d %s, want 404", code, body)
+	if r := legacyPost(t, g, sid, toolsList); r.code != http.StatusNotFound {
+		t.Fatalf("after its idle time: %d %s, want 404", r.code, r.body)
 	}
 }

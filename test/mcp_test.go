@@ -682,8 +682,8 @@ func TestMCPSessionOnAnyGateway(t *testing.T) {
 	g2 := startMCPGatewayTB(t, cfg, g1.NatsURL)
 	sid := legacyOpen(t, g1)
 	waitStatus(t, g2, sid, http.StatusOK, "tools/list through the other gateway")
-	if _, _, body := legacyPost(t, g2, sid, toolsList); !strings.Contains(body, "deploy_release") {
-		t.Fatalf("tools/list through the other gateway: %s", body)
+	if r := legacyPost(t, g2, sid, toolsList); !strings.Contains(r.body, "deploy_release") {
+		t.Fatalf("tools/list through the other gateway: %s", r.body)
 	}
 }
 
