@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,7 +33,6 @@ type sessionOwners struct {
 	keyring *trust.Keyring
 	log     *slog.Logger
 	ttl     time.Duration // 0: records never expire
-	noTTL   atomic.Bool   // META refused a per-message TTL
 
 	mu   sync.Mutex
 	meta jetstream.Stream // looked up once: a stream's info is a round trip of its own
@@ -63,15 +61,16 @@ const errCodeTTLDisabled = 10166
 func (s *sessionOwners) Claim(ctx context.Context, sessionID, ownerURL string) (time.Time, error) {
 	subject, data := ownerSubject(sessionID), []byte(s.id+" "+ownerURL)
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
-	if s.ttl > 0 && !s.noTTL.Load() {
+	if s.ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(s.ttl))
 	}
 	start := time.Now()
 	_, err := s.js.Publish(ctx, subject, data, opts...)
 	if apiErrorCode(err) == errCodeTTLDisabled {
-		s.noTTL.Store(true)
-		s.log.Warn("session owner records do not expire: the meta stream allows no per-message TTL; run `portcullis streams` as the NATS admin", "stream", metaStream)
-		return s.Claim(ctx, sessionID, ownerURL)
+		// A META made before owner records expired (the gateway warned at
+		// start): kept for good, as before, until the admin updates it.
+		opts = opts[:1]
+		_, err = s.js.Publish(ctx, subject, data, opts...)
 	}
 	switch {
 	case apiErrorCode(err) == errCodeWrongLast:
