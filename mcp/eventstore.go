@@ -98,7 +98,7 @@ func StreamsConfig(replicas int) jetstream.StreamConfig {
 		Name: StreamsStream, Subjects: []string{streamsSubjects}, Storage: jetstream.MemoryStorage,
 		Description: "Portcullis: MCP response streams of stateful sessions, for resumption with Last-Event-ID (JSON-RPC messages, in memory, kept for a bounded age and size)",
 		Replicas:    replicas, MaxAge: streamsMaxAge, MaxBytes: streamsMaxBytes, AllowDirect: true,
-		DenyDelete: true, DenyPurge: true,
+		DenyDelete: true, DenyPurge: true, ConsumerLimits: ljs.ConsumerLimits(),
 	}
 }
 

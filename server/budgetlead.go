@@ -17,6 +17,7 @@ import (
 	"github.com/portcullis-dev/portcullis/budget/keeper"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/ledger"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 )
 
 // Budget account leases and forwarding (docs/performance.md, "Hot budget
@@ -36,6 +37,7 @@ func budgetLeaseConfig(replicas int) jetstream.StreamConfig {
 		Name: budgetLeaseStream, Subjects: []string{budgetLeasePfx + "*"}, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
 		Description: "Portcullis: which gateway leads each budget account's decisions, and until when (JSON, the latest per account)",
 		DenyDelete:  true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
+		ConsumerLimits: ljs.ConsumerLimits(),
 	}
 }
 

@@ -91,12 +91,15 @@ func (n *natsConn) ensureLanes(ctx context.Context, replicas int, lanes ledger.L
 			return err
 		}
 	}
+	var streams []jetstream.Stream
 	for _, cfg := range cfgs {
-		if _, err := ljs.EnsureConfig(ctx, js, cfg, lg); err != nil {
+		s, err := ljs.EnsureConfig(ctx, js, cfg, lg)
+		if err != nil {
 			return fmt.Errorf("execution shard stream %s (on an outside cluster, run `portcullis streams --exec-shards %d` as admin first): %w", cfg.Name, lanes.Count(), err)
 		}
+		streams = append(streams, s)
 	}
-	return nil
+	return boundConsumers(ctx, js, streams, n.server != nil || n.role == natsauth.Admin, lg)
 }
 
 // ledgerLanes reads the lane count from the ledger's root record (an

@@ -369,18 +369,62 @@ func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Log
 			return err
 		}
 	}
+	admin := n.server != nil || n.role == natsauth.Admin
+	var streams []jetstream.Stream
 	for _, cfg := range streamConfigs(replicas) {
-		if _, err := ljs.EnsureConfig(ctx, js, cfg, lg); err != nil {
+		s, err := ljs.EnsureConfig(ctx, js, cfg, lg)
+		if err != nil {
 			return err
 		}
+		streams = append(streams, s)
 	}
-	if err := allowMetaTTL(ctx, js, n.server != nil || n.role == natsauth.Admin, lg); err != nil {
+	if err := allowMetaTTL(ctx, js, admin, lg); err != nil {
 		return err
 	}
 	// The MCP response streams' storage depends on what an earlier
 	// version made (mcp.EnsureStreamsStream).
-	_, err := mcp.EnsureStreamsStream(ctx, js, replicas, lg)
-	return err
+	s, err := mcp.EnsureStreamsStream(ctx, js, replicas, lg)
+	if err != nil {
+		return err
+	}
+	return boundConsumers(ctx, js, append(streams, s), admin, lg)
+}
+
+// boundConsumers gives streams made before the ledger's streams ended
+// idle consumers (ljs.ConsumerLimits) that limit; a setting an update may
+// add, so nothing else of the stream changes. It applies to consumers
+// created from then on: a reader's durable consumer made before stays
+// until it is deleted. Only the admin user may change a stream: a gateway
+// on a cluster names the streams and what to run, and goes on.
+func boundConsumers(ctx context.Context, js jetstream.JetStream, streams []jetstream.Stream, admin bool, lg *slog.Logger) error {
+	var old []string
+	for _, s := range streams {
+		name := s.CachedInfo().Config.Name
+		if ljs.BoundsConsumers(s.CachedInfo().Config) {
+			continue
+		}
+		if !admin {
+			old = append(old, name)
+			continue
+		}
+		err := ljs.Retry(ctx, lg, "stream "+name, func(ctx context.Context) error {
+			info, err := s.Info(ctx) // as it is now: another setting may have changed since
+			if err != nil {
+				return err
+			}
+			cfg := info.Config
+			cfg.ConsumerLimits = ljs.ConsumerLimits()
+			_, err = js.UpdateStream(ctx, cfg)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("limit the idle time of %s's consumers: %w", name, err)
+		}
+	}
+	if len(old) > 0 {
+		lg.Warn("streams made by an earlier version keep idle consumers (a reader's durable consumer included) for good; run `portcullis streams` as the NATS admin", "streams", old, "idle_max", ljs.ConsumerIdleMax)
+	}
+	return nil
 }
 
 // EnsureStreams creates or updates every stream of the ledger on
@@ -505,7 +549,8 @@ func metaConfig(replicas int) jetstream.StreamConfig {
 		Description: "Portcullis: ledger metadata, one value per subject (root record, enrollments, sealed fingerprint key, key check, MCP session owners)",
 		DenyDelete:  true, DenyPurge: true, AllowDirect: true, MaxMsgsPerSubject: 1,
 		Discard: jetstream.DiscardNew, DiscardNewPerSubject: true,
-		AllowMsgTTL: true, // session owner records expire (owners.go); nothing else is published with a TTL
+		AllowMsgTTL:    true, // session owner records expire (owners.go); nothing else is published with a TTL
+		ConsumerLimits: ljs.ConsumerLimits(),
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
-	"github.com/portcullis-dev/portcullis/internal/natstest"
 )
 
 // A session owner record lives its TTL on a META that allows per-message
@@ -21,15 +20,8 @@ import (
 // good, claimed as before.
 func TestSessionOwnerRecordsExpire(t *testing.T) {
 	ctx := context.Background()
-	ns, creds := natstest.StartAuth(t)
-	admin, err := jetstream.New(natstest.Connect(t, ns.ClientURL(), creds, natsauth.Admin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := jetstream.New(natstest.Connect(t, ns.ClientURL(), creds, natsauth.Gateway))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamsAs(t, natsauth.Admin, natsauth.Gateway)
+	admin, gw := js[0], js[1]
 	old := metaConfig(1)
 	old.AllowMsgTTL = false // as an earlier version made it
 	if _, err := admin.CreateStream(ctx, old); err != nil {

@@ -202,6 +202,30 @@ func TestNATSUsersAndPermissions(t *testing.T) {
 	if n := streamCount(t, s); n != 0 {
 		t.Fatalf("the readers' publishes landed: %d events", n)
 	}
+	// A reader may make a durable consumer (no subject tells it from an
+	// ephemeral one), but not one that outlives a day of disuse: every
+	// stream of the ledger ends idle consumers.
+	for _, name := range listed {
+		st, err := admin.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ljs.BoundsConsumers(st.CachedInfo().Config) {
+			t.Fatalf("%s keeps idle consumers for good: %+v", name, st.CachedInfo().Config.ConsumerLimits)
+		}
+	}
+	dc, err := an.CreateOrUpdateConsumer(ctx, ledger.ExecutionsStream, jetstream.ConsumerConfig{Durable: "analyst-job"})
+	if err != nil {
+		t.Fatalf("analyst creates a durable consumer: %v", err)
+	}
+	if idle := dc.CachedInfo().Config.InactiveThreshold; idle != ljs.ConsumerIdleMax {
+		t.Fatalf("the analyst's durable consumer ends after %v idle, want %v", idle, ljs.ConsumerIdleMax)
+	}
+	c, cancel = short()
+	if _, err := an.CreateOrUpdateConsumer(c, ledger.ExecutionsStream, jetstream.ConsumerConfig{Durable: "analyst-forever", InactiveThreshold: 365 * 24 * time.Hour}); err == nil {
+		t.Fatal("a consumer asking for a year idle was created")
+	}
+	cancel()
 
 	// Admin: everything.
 	if _, err := admin.Publish(ctx, "pc.meta.admin-test", []byte("admin")); err != nil {

@@ -39,7 +39,8 @@ type StreamSpec struct {
 
 // Config is the stream's configuration: file storage, delete and purge
 // denied (the record is append-only), direct gets for catch-up reads,
-// atomic batch publish for group commit.
+// atomic batch publish for group commit, consumers that end when idle
+// (ConsumerLimits).
 func (spec StreamSpec) Config() jetstream.StreamConfig {
 	if spec.Replicas <= 0 {
 		spec.Replicas = 1
@@ -58,7 +59,32 @@ func (spec StreamSpec) Config() jetstream.StreamConfig {
 		MaxMsgSize:         MaxMsgBytes,
 		Discard:            jetstream.DiscardNew,
 		Duplicates:         DuplicateWindow,
+		ConsumerLimits:     ConsumerLimits(),
 	}
+}
+
+// ConsumerIdleMax is how long any consumer of a ledger stream, a durable
+// one included, lives without use. A reader (the analyst and finance NATS
+// users) may create consumers on the streams it reads, and nothing in a
+// subject tells a durable consumer from an ephemeral one, so this bound is
+// what keeps readers' forgotten durable consumers from piling up in the
+// server for good. The gateway's own consumers are ordered consumers
+// (5 minutes idle), well below it.
+const ConsumerIdleMax = 24 * time.Hour
+
+// ConsumerLimits are the consumer limits of every ledger stream: a
+// consumer that asks for no idle limit gets ConsumerIdleMax, one that asks
+// for more is refused (JetStream 10192).
+func ConsumerLimits() jetstream.StreamConsumerLimits {
+	return jetstream.StreamConsumerLimits{InactiveThreshold: ConsumerIdleMax}
+}
+
+// BoundsConsumers reports whether a stream configured as cfg ends its
+// consumers when idle for ConsumerIdleMax or less (streams made before
+// that was set do not).
+func BoundsConsumers(cfg jetstream.StreamConfig) bool {
+	t := cfg.ConsumerLimits.InactiveThreshold
+	return t > 0 && t <= ConsumerIdleMax
 }
 
 // DuplicateWindow is how long a stream remembers a message id: longer than

@@ -1,0 +1,130 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/portcullis-dev/portcullis/internal/natsauth"
+	"github.com/portcullis-dev/portcullis/internal/natstest"
+	"github.com/portcullis-dev/portcullis/ledger"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
+	"github.com/portcullis-dev/portcullis/mcp"
+)
+
+// Streams made before the ledger bounded its consumers' idle time keep
+// idle consumers for good: a gateway's user cannot change them and says
+// so; the admin (`portcullis streams`, or serve on the embedded server)
+// adds the limit and changes nothing else. From then on a reader's durable
+// consumer gets the limit, and one asking for more is refused.
+func TestOldStreamsGetTheConsumerLimit(t *testing.T) {
+	ctx := context.Background()
+	js := jetStreamsAs(t, natsauth.Admin, natsauth.Gateway, natsauth.Analyst)
+	admin, gw, analyst := js[0], js[1], js[2]
+	olds := append(streamConfigs(1), mcp.StreamsConfig(1), laneSpec(1, 1).Config())
+	for _, cfg := range olds {
+		cfg.ConsumerLimits = jetstream.StreamConsumerLimits{} // as an earlier version made it
+		if _, err := admin.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	configs := func() map[string]jetstream.StreamConfig {
+		t.Helper()
+		out := map[string]jetstream.StreamConfig{}
+		for _, cfg := range olds {
+			s, err := admin.Stream(ctx, cfg.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[cfg.Name] = s.CachedInfo().Config
+		}
+		return out
+	}
+	before := configs()
+	var logs bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&logs, nil))
+
+	// A gateway's user: the streams stay as they are, the log names them
+	// and what to run.
+	gateway := &natsConn{js: gw, role: natsauth.Gateway}
+	if err := gateway.ensureStreams(ctx, 1, lg); err != nil {
+		t.Fatal(err)
+	}
+	if err := gateway.ensureLanes(ctx, 1, 2, lg); err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range configs() {
+		if ljs.BoundsConsumers(cfg) {
+			t.Fatalf("the gateway's user changed %s", name)
+		}
+		if !strings.Contains(logs.String(), name) {
+			t.Fatalf("the warning does not name %s: %q", name, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "portcullis streams") {
+		t.Fatalf("the warning does not say what to run: %q", logs.String())
+	}
+
+	// The admin adds the limit to every stream, nothing else.
+	operator := &natsConn{js: admin, role: natsauth.Admin}
+	if err := operator.ensureStreams(ctx, 1, lg); err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.ensureLanes(ctx, 1, 2, lg); err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range configs() {
+		if !ljs.BoundsConsumers(cfg) {
+			t.Fatalf("%s still keeps idle consumers for good: %+v", name, cfg.ConsumerLimits)
+		}
+		was := before[name]
+		was.ConsumerLimits = cfg.ConsumerLimits
+		was.Metadata, cfg.Metadata = nil, nil // the server's own version stamps
+		if !equalConfigs(was, cfg) {
+			t.Fatalf("%s changed beyond its consumer limit:\n%+v\n%+v", name, was, cfg)
+		}
+	}
+
+	// A reader's durable consumer now ends when idle.
+	c, err := analyst.CreateOrUpdateConsumer(ctx, ledger.ExecutionsStream, jetstream.ConsumerConfig{Durable: "analyst-job"})
+	if err != nil {
+		t.Fatalf("analyst creates a durable consumer: %v", err)
+	}
+	if got := c.CachedInfo().Config.InactiveThreshold; got != ljs.ConsumerIdleMax {
+		t.Fatalf("the analyst's durable consumer ends after %v idle, want %v", got, ljs.ConsumerIdleMax)
+	}
+	if _, err := analyst.CreateOrUpdateConsumer(ctx, ledger.ExecutionsStream, jetstream.ConsumerConfig{Durable: "analyst-forever", InactiveThreshold: 365 * 24 * time.Hour}); err == nil {
+		t.Fatal("a consumer asking for a year idle was created")
+	}
+}
+
+// equalConfigs compares two stream configurations as the server reports them.
+func equalConfigs(a, b jetstream.StreamConfig) bool {
+	return a.Name == b.Name && a.Description == b.Description && strings.Join(a.Subjects, ",") == strings.Join(b.Subjects, ",") &&
+		a.Storage == b.Storage && a.Retention == b.Retention && a.Replicas == b.Replicas && a.DenyDelete == b.DenyDelete &&
+		a.DenyPurge == b.DenyPurge && a.AllowDirect == b.AllowDirect && a.AllowAtomicPublish == b.AllowAtomicPublish &&
+		a.AllowMsgTTL == b.AllowMsgTTL && a.MaxMsgSize == b.MaxMsgSize && a.MaxMsgsPerSubject == b.MaxMsgsPerSubject &&
+		a.MaxAge == b.MaxAge && a.MaxBytes == b.MaxBytes && a.Discard == b.Discard &&
+		a.DiscardNewPerSubject == b.DiscardNewPerSubject && a.Duplicates == b.Duplicates && a.ConsumerLimits == b.ConsumerLimits
+}
+
+// jetStreamsAs starts a NATS server with the ledger's users and returns a
+// JetStream client for each role, in order.
+func jetStreamsAs(t *testing.T, roles ...natsauth.Role) []jetstream.JetStream {
+	t.Helper()
+	ns, creds := natstest.StartAuth(t)
+	out := make([]jetstream.JetStream, len(roles))
+	for i, role := range roles {
+		js, err := jetstream.New(natstest.Connect(t, ns.ClientURL(), creds, role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = js
+	}
+	return out
+}
