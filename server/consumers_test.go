@@ -28,7 +28,8 @@ func TestOldStreamsGetTheConsumerLimit(t *testing.T) {
 	admin, gw, analyst := js[0], js[1], js[2]
 	olds := append(streamConfigs(1), mcp.StreamsConfig(1), laneSpec(1, 1).Config())
 	for _, cfg := range olds {
-		cfg.ConsumerLimits = jetstream.StreamConsumerLimits{} // as an earlier version made it
+		// As an earlier version made it, with a limit an operator set.
+		cfg.ConsumerLimits = jetstream.StreamConsumerLimits{MaxAckPending: 1000}
 		if _, err := admin.CreateStream(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -82,8 +83,11 @@ func TestOldStreamsGetTheConsumerLimit(t *testing.T) {
 		if !ljs.BoundsConsumers(cfg) {
 			t.Fatalf("%s still keeps idle consumers for good: %+v", name, cfg.ConsumerLimits)
 		}
+		if cfg.ConsumerLimits.MaxAckPending != 1000 {
+			t.Fatalf("%s lost the operator's max_ack_pending limit: %+v", name, cfg.ConsumerLimits)
+		}
 		was := before[name]
-		was.ConsumerLimits = cfg.ConsumerLimits
+		was.ConsumerLimits.InactiveThreshold = cfg.ConsumerLimits.InactiveThreshold
 		was.Metadata, cfg.Metadata = nil, nil // the server's own version stamps
 		if !equalConfigs(was, cfg) {
 			t.Fatalf("%s changed beyond its consumer limit:\n%+v\n%+v", name, was, cfg)

@@ -391,11 +391,11 @@ func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Log
 }
 
 // boundConsumers gives streams made before the ledger's streams ended
-// idle consumers (ljs.ConsumerLimits) that limit; a setting an update may
-// add, so nothing else of the stream changes. It applies to consumers
-// created from then on: a reader's durable consumer made before stays
-// until it is deleted. Only the admin user may change a stream: a gateway
-// on a cluster names the streams and what to run, and goes on.
+// idle consumers (ljs.ConsumerLimits) that idle limit, by an update that
+// changes nothing else of the stream. It applies to consumers created
+// from then on: a reader's durable consumer made before stays until it is
+// deleted. Only the admin user may change a stream: a gateway on a
+// cluster names the streams and what to run, and goes on.
 func boundConsumers(ctx context.Context, js jetstream.JetStream, streams []jetstream.Stream, admin bool, lg *slog.Logger) error {
 	var old []string
 	for _, s := range streams {
@@ -413,7 +413,7 @@ func boundConsumers(ctx context.Context, js jetstream.JetStream, streams []jetst
 				return err
 			}
 			cfg := info.Config
-			cfg.ConsumerLimits = ljs.ConsumerLimits()
+			cfg.ConsumerLimits.InactiveThreshold = ljs.ConsumerIdleMax // an operator's max_ack_pending limit stays
 			_, err = js.UpdateStream(ctx, cfg)
 			return err
 		})
