@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -468,28 +469,57 @@ func EnsureStreams(ctx context.Context, o Options) (int, error) {
 
 // checkSyncAlways refuses a gateway on a cluster that does not fsync every
 // write, unless --unsafe-no-fsync. It reads jetstream.config.sync_always
-// from the servers' monitoring endpoint (--nats-monitor-url, comma-separated,
-// one per server); without one the setting cannot be read through a
-// client connection, and the gateway says so.
+// from the servers' monitoring endpoints (--nats-monitor-url,
+// comma-separated, one per server), all at once; without one the setting
+// cannot be read through a client connection, and the gateway says so. A
+// server whose endpoint does not answer (down, hung, unreachable) is
+// named in a warning: a cluster that lost one node must still let its
+// gateways restart. One that answers something else, or none answering,
+// refuses the start.
 func checkSyncAlways(o Options, nc *nats.Conn, lg *slog.Logger) error {
 	if o.NatsMonitorURL == "" {
 		lg.Warn("cannot check that the NATS servers fsync every write (jetstream sync_interval: always): no --nats-monitor-url given; make sure they do, or acknowledged writes can be lost on power loss",
 			"nats", nc.ConnectedUrlRedacted())
 		return nil
 	}
-	for _, u := range seedURLs(o.NatsMonitorURL) {
-		sync, server, err := readSyncAlways(u)
-		if err != nil {
-			return fmt.Errorf("nats monitor %s: %w", u, err)
+	urls := seedURLs(o.NatsMonitorURL)
+	type reading struct {
+		sync   bool
+		server string
+		err    error
+	}
+	readings := make([]reading, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() {
+			r := &readings[i]
+			r.sync, r.server, r.err = readSyncAlways(u)
+		})
+	}
+	wg.Wait()
+	read := 0
+	for i, u := range urls {
+		r := readings[i]
+		var unanswered *url.Error
+		switch {
+		case errors.As(r.err, &unanswered):
+			lg.Warn("cannot check that this NATS server fsyncs every write: its monitoring endpoint does not answer (down, hung or unreachable); make sure it does", "monitor", u, "err", r.err)
+			continue
+		case r.err != nil:
+			return fmt.Errorf("nats monitor %s: %w", u, r.err)
 		}
-		if sync {
+		read++
+		if r.sync {
 			continue
 		}
 		if o.UnsafeNoFsync {
-			lg.Warn("UNSAFE: NATS server does not fsync every write; continuing because of --unsafe-no-fsync", "server", server, "monitor", u)
+			lg.Warn("UNSAFE: NATS server does not fsync every write; continuing because of --unsafe-no-fsync", "server", r.server, "monitor", u)
 			continue
 		}
-		return fmt.Errorf("nats server %s (%s) does not fsync every write (jetstream sync_interval is not \"always\"): acknowledged writes can be lost on power loss; set sync_interval: always, or start with --unsafe-no-fsync", server, u)
+		return fmt.Errorf("nats server %s (%s) does not fsync every write (jetstream sync_interval is not \"always\"): acknowledged writes can be lost on power loss; set sync_interval: always, or start with --unsafe-no-fsync", r.server, u)
+	}
+	if read == 0 {
+		return fmt.Errorf("nats monitor %s: no server's monitoring endpoint answered, so whether they fsync every write cannot be checked (%w)", o.NatsMonitorURL, readings[0].err)
 	}
 	return nil
 }

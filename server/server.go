@@ -276,7 +276,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureEnrolled(ctx, g.nats.js, ident, id, scheme+g.Addr, g.log); err != nil {
+	// The meta stream may be electing a leader (a gateway restarted while
+	// a NATS node comes back): its writes get no answer until then, so
+	// these steps are retried like the streams' setup. Each is safe to
+	// run again (its records are first write wins, or new records).
+	err = ljs.Retry(ctx, g.log, "enrollment", func(ctx context.Context) error {
+		return ensureEnrolled(ctx, g.nats.js, ident, id, scheme+g.Addr, g.log)
+	})
+	if err != nil {
 		return nil, err
 	}
 	g.Keyring = ident.keyring
@@ -286,7 +293,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			g.RootKeyPath = filepath.Join(o.DataDir, RootKeyFile)
 		}
 	}
-	key, err := resolveKey(ctx, g.nats.js, o, ident, id, g.log)
+	var key fingerprint.Key
+	err = ljs.Retry(ctx, g.log, "fingerprint key", func(ctx context.Context) (err error) {
+		key, err = resolveKey(ctx, g.nats.js, o, ident, id, g.log)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -595,13 +595,13 @@ func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, id *iden
 		}
 	}
 	check := keyCheck(key)
-	if _, err := js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0)); err == nil {
-		if !o.NoShareKey {
-			if err := shareKey(ctx, js, key, "", id.root.GetBoxPublicKey()); err != nil {
-				return nil, fmt.Errorf("share fingerprint key: %w", err)
-			}
-		}
-	} else {
+	_, err = js.Publish(ctx, keyCheckSubject, []byte(check), jetstream.WithExpectLastSequencePerSubject(0))
+	switch {
+	case err == nil:
+	case ljs.Transient(err):
+		// No answer (an election): whether it landed is read on the retry.
+		return nil, fmt.Errorf("key check: %w", err)
+	default:
 		got, err := meta.GetLastMsgForSubject(ctx, keyCheckSubject)
 		if err != nil {
 			return nil, fmt.Errorf("key check: %w", err)
@@ -617,7 +617,14 @@ func resolveKey(ctx context.Context, js jetstream.JetStream, o Options, id *iden
 		}
 	}
 	if !o.NoShareKey {
+		// Sealed to the root and to this gateway. The root's share is the
+		// first gateway's; each later one finds it there ("already
+		// shared"), and a first gateway whose key check landed without an
+		// answer makes it on the retry.
 		boxPub, _ := trust.BoxKeys(id.signKey)
+		if err := shareKey(ctx, js, key, "", id.root.GetBoxPublicKey()); err != nil {
+			return nil, fmt.Errorf("share fingerprint key: %w", err)
+		}
 		if err := shareKey(ctx, js, key, gatewayID, boxPub[:]); err != nil {
 			return nil, fmt.Errorf("share fingerprint key: %w", err)
 		}

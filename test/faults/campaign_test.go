@@ -102,22 +102,7 @@ func TestCampaign(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	natsBin, pcBin := buildBinaries(t, dir)
-	c := startCluster(t, natsBin, dir)
-	if out, err := runCmd(pcBin, "streams", "--nats-url", c.urls(), "--nats-creds", c.creds(natsauth.Admin), "--exec-shards", fmt.Sprint(*execShards)); err != nil {
-		t.Fatalf("portcullis streams: %v\n%s", err, out)
-	}
-	tg := newTarget()
-	defer tg.Close()
-	cfg := filepath.Join(dir, "portcullis.yaml")
-	if err := os.WriteFile(cfg, []byte(campaignConfig(tg.URL)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gws := startGateways(t, pcBin, dir, cfg, fpKey, c)
-	js, err := jetstream.New(c.connect(t, natsauth.Admin))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, pcBin, gws, tg, js := startLedger(t, dir)
 
 	h := &history{start: time.Now(), ops: map[string][]string{}}
 	l := &load{gws: gws, tg: tg, acks: &acks{}, hist: h}
@@ -375,4 +360,28 @@ func corrupt(t *testing.T, r *rand.Rand, store string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%d bytes truncated from %s", cut, filepath.Base(p))
+}
+
+// startLedger starts the cluster's nodes, sets up the ledger's streams as
+// admin (`portcullis streams`), and starts the gateways against an HTTP
+// target of their tools; js is an admin connection.
+func startLedger(t *testing.T, dir string) (c *cluster, pcBin string, gws []*gateway, tg *target, js jetstream.JetStream) {
+	t.Helper()
+	natsBin, pcBin := buildBinaries(t, dir)
+	c = startCluster(t, natsBin, dir)
+	if out, err := runCmd(pcBin, "streams", "--nats-url", c.urls(), "--nats-creds", c.creds(natsauth.Admin), "--exec-shards", fmt.Sprint(*execShards)); err != nil {
+		t.Fatalf("portcullis streams: %v\n%s", err, out)
+	}
+	tg = newTarget()
+	t.Cleanup(tg.Close)
+	cfg := filepath.Join(dir, "portcullis.yaml")
+	if err := os.WriteFile(cfg, []byte(campaignConfig(tg.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gws = startGateways(t, pcBin, dir, cfg, fpKey, c)
+	js, err := jetstream.New(c.connect(t, natsauth.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, pcBin, gws, tg, js
 }
