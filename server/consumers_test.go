@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -52,13 +53,16 @@ func TestOldStreamsGetTheConsumerLimit(t *testing.T) {
 
 	// A gateway's user: the streams stay as they are, the log names them
 	// and what to run.
-	gateway := &natsConn{js: gw, role: natsauth.Gateway}
-	if err := gateway.ensureStreams(ctx, 1, lg); err != nil {
-		t.Fatal(err)
+	setUp := func(n *natsConn) {
+		t.Helper()
+		if err := n.ensureStreams(ctx, 1, lg); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.ensureLanes(ctx, 1, 2, lg); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := gateway.ensureLanes(ctx, 1, 2, lg); err != nil {
-		t.Fatal(err)
-	}
+	setUp(&natsConn{js: gw, role: natsauth.Gateway})
 	for name, cfg := range configs() {
 		if ljs.BoundsConsumers(cfg) {
 			t.Fatalf("the gateway's user changed %s", name)
@@ -72,13 +76,7 @@ func TestOldStreamsGetTheConsumerLimit(t *testing.T) {
 	}
 
 	// The admin adds the limit to every stream, nothing else.
-	operator := &natsConn{js: admin, role: natsauth.Admin}
-	if err := operator.ensureStreams(ctx, 1, lg); err != nil {
-		t.Fatal(err)
-	}
-	if err := operator.ensureLanes(ctx, 1, 2, lg); err != nil {
-		t.Fatal(err)
-	}
+	setUp(&natsConn{js: admin, role: natsauth.Admin})
 	for name, cfg := range configs() {
 		if !ljs.BoundsConsumers(cfg) {
 			t.Fatalf("%s still keeps idle consumers for good: %+v", name, cfg.ConsumerLimits)
@@ -89,7 +87,7 @@ func TestOldStreamsGetTheConsumerLimit(t *testing.T) {
 		was := before[name]
 		was.ConsumerLimits.InactiveThreshold = cfg.ConsumerLimits.InactiveThreshold
 		was.Metadata, cfg.Metadata = nil, nil // the server's own version stamps
-		if !equalConfigs(was, cfg) {
+		if !reflect.DeepEqual(was, cfg) {
 			t.Fatalf("%s changed beyond its consumer limit:\n%+v\n%+v", name, was, cfg)
 		}
 	}
@@ -105,16 +103,6 @@ func TestOldStreamsGetTheConsumerLimit(t *testing.T) {
 	if _, err := analyst.CreateOrUpdateConsumer(ctx, ledger.ExecutionsStream, jetstream.ConsumerConfig{Durable: "analyst-forever", InactiveThreshold: 365 * 24 * time.Hour}); err == nil {
 		t.Fatal("a consumer asking for a year idle was created")
 	}
-}
-
-// equalConfigs compares two stream configurations as the server reports them.
-func equalConfigs(a, b jetstream.StreamConfig) bool {
-	return a.Name == b.Name && a.Description == b.Description && strings.Join(a.Subjects, ",") == strings.Join(b.Subjects, ",") &&
-		a.Storage == b.Storage && a.Retention == b.Retention && a.Replicas == b.Replicas && a.DenyDelete == b.DenyDelete &&
-		a.DenyPurge == b.DenyPurge && a.AllowDirect == b.AllowDirect && a.AllowAtomicPublish == b.AllowAtomicPublish &&
-		a.AllowMsgTTL == b.AllowMsgTTL && a.MaxMsgSize == b.MaxMsgSize && a.MaxMsgsPerSubject == b.MaxMsgsPerSubject &&
-		a.MaxAge == b.MaxAge && a.MaxBytes == b.MaxBytes && a.Discard == b.Discard &&
-		a.DiscardNewPerSubject == b.DiscardNewPerSubject && a.Duplicates == b.Duplicates && a.ConsumerLimits == b.ConsumerLimits
 }
 
 // jetStreamsAs starts a NATS server with the ledger's users and returns a

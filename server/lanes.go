@@ -99,7 +99,7 @@ func (n *natsConn) ensureLanes(ctx context.Context, replicas int, lanes ledger.L
 		}
 		streams = append(streams, s)
 	}
-	return boundConsumers(ctx, js, streams, n.server != nil || n.role == natsauth.Admin, lg)
+	return boundConsumers(ctx, js, streams, n.admin(), lg)
 }
 
 // ledgerLanes reads the lane count from the ledger's root record (an

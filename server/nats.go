@@ -370,7 +370,7 @@ func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Log
 			return err
 		}
 	}
-	admin := n.server != nil || n.role == natsauth.Admin
+	admin := n.admin()
 	var streams []jetstream.Stream
 	for _, cfg := range streamConfigs(replicas) {
 		s, err := ljs.EnsureConfig(ctx, js, cfg, lg)
@@ -390,6 +390,11 @@ func (n *natsConn) ensureStreams(ctx context.Context, replicas int, lg *slog.Log
 	}
 	return boundConsumers(ctx, js, append(streams, s), admin, lg)
 }
+
+// admin reports whether stream changes go through as the admin user: the
+// embedded server's own admin connection, or a connection made as admin
+// (`portcullis streams`).
+func (n *natsConn) admin() bool { return n.server != nil || n.role == natsauth.Admin }
 
 // boundConsumers gives streams made before the ledger's streams ended
 // idle consumers (ljs.ConsumerLimits) that idle limit, by an update that

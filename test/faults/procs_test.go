@@ -110,6 +110,19 @@ func (p *proc) signal(s syscall.Signal) {
 	}
 }
 
+// exited reports whether the process started last has ended.
+func (p *proc) exited() bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *proc) running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -284,12 +297,16 @@ func (g *gateway) connect() portcullisv1connect.ExecutionServiceClient {
 	return portcullisv1connect.NewExecutionServiceClient(http.DefaultClient, "http://"+g.addr)
 }
 
-// waitUp waits (bounded) until the gateway answers a read.
+// waitUp waits (bounded) until the gateway answers a read, and fails at
+// once if it exits.
 func (g *gateway) waitUp(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(readyWaitMax)
 	c := g.connect()
 	for time.Now().Before(deadline) {
+		if g.exited() {
+			t.Fatalf("gateway %s exited before it came up (log %s); its last lines:\n%s", g.name, g.log.Name(), logTail(g.log.Name()))
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := c.ListExecutions(ctx, connect.NewRequest(&pb.ListExecutionsRequest{PageSize: 1}))
 		cancel()
