@@ -190,7 +190,7 @@ func run() error {
 	fmt.Printf("%-28s %7s %12s %9s %9s %8s %9s %6s\n", "series", "callers", "rate", "p50 ms", "p99 ms", "ops", "cpu µs/op", "cores")
 	measured := map[cellKey][]Cell{}
 	for r := 1; r <= *rounds; r++ {
-		if *rounds > 1 {
+		if *rounds > 1 && len(suites) > 0 {
 			fmt.Printf("round %d of %d\n", r, *rounds)
 		}
 		for _, c := range callers {
@@ -227,26 +227,29 @@ func run() error {
 			rep.Cells = append(rep.Cells, cell)
 		}
 	}
+	var hotPoints []int
 	for _, h := range hots {
-		if !want(seriesHot(h)) {
-			continue
+		if want(seriesHot(h)) {
+			hotPoints = append(hotPoints, h)
 		}
-		cell, err := hotAccount(ctx, h, *hotOps)
-		if err != nil {
-			return fmt.Errorf("hot account %d: %w", h, err)
-		}
-		printCell(cell)
-		rep.Cells = append(rep.Cells, cell)
 	}
+	hotCells, err := hotSeries(ctx, hotPoints, *hotOps, *rounds)
+	if err != nil {
+		return err
+	}
+	rep.Cells = append(rep.Cells, hotCells...)
+	var scalePoints []int
 	for _, n := range scales {
-		if !want(seriesScaleN(n)) {
-			continue
+		if want(seriesScaleN(n)) {
+			scalePoints = append(scalePoints, n)
 		}
-		p, cells, err := scaleSeries(ctx, n, *scaleLoad, scaleCs, *warm, *dur)
+	}
+	if len(scalePoints) > 0 {
+		points, cells, err := scaleSeries(ctx, scalePoints, *scaleLoad, scaleCs, *warm, *dur, *rounds)
 		if err != nil {
-			return fmt.Errorf("%s: %w", seriesScaleN(n), err)
+			return err
 		}
-		rep.Scale = append(rep.Scale, p)
+		rep.Scale = points
 		rep.Cells = append(rep.Cells, cells...)
 	}
 	rep.LoadTo = loadavg()
@@ -289,43 +292,6 @@ func seriesBeginShards(n int) string { return fmt.Sprintf("Begin new, in-process
 func seriesRawNPlain(n int) string   { return fmt.Sprintf("raw plain CAS, %d streams", n) }
 func seriesHot(n int) string         { return fmt.Sprintf("hot account, %d closed", n) }
 
-// hotAccount: one account, two gateways on one ledger, 64 callers; the
-// account first gets closed operations, then ops reserve+settle are timed.
-func hotAccount(ctx context.Context, closed, ops int) (Cell, error) {
-	g1, err := startGW(ctx, ledgerConfig, nil, "")
-	if err != nil {
-		return Cell{}, err
-	}
-	defer g1.close()
-	g2, err := startGW(ctx, ledgerConfig, g1, "gw-bench-2")
-	if err != nil {
-		return Cell{}, err
-	}
-	defer g2.close()
-	gs := []*gw{g1, g2}
-	if _, err := g1.Keeper.SetLimit(ctx, budgetLimit("acct-0")); err != nil {
-		return Cell{}, err
-	}
-	t0 := time.Now()
-	pre0 := keeperOp(gs, 1, "pre")
-	if _, err := measureCount(ctx, 64, closed, pre0); err != nil {
-		return Cell{}, err
-	}
-	pre := time.Since(t0)
-	// As the scale series: time a steady account, not the history load's
-	// view writes and compactions still running on both gateways.
-	if err := settleBudgetViews(ctx, gs); err != nil {
-		return Cell{}, err
-	}
-	cell, err := measureCount(ctx, 64, ops, keeperOp(gs, 1, "hot"))
-	if err != nil {
-		return Cell{}, err
-	}
-	cell.Series, cell.Unit = seriesHot(closed), "reserve+settle/s"
-	cell.Note = fmt.Sprintf("two gateways, 64 callers; %d closed operations before (%.0f/s to build), %d after", closed, float64(closed)/pre.Seconds(), closed+ops)
-	return cell, nil
-}
-
 // settleBudgetViews waits (at most 3 min) until every gateway's views hold
 // the same budget stream sequence twice in a row, 100 ms apart, and their
 // Pebble has no compaction running or due.
@@ -363,6 +329,15 @@ func settleBudgetViews(ctx context.Context, gs []*gw) error {
 
 func printCell(c Cell) {
 	fmt.Printf("%-28s %7d %12.0f %9.2f %9.2f %8d %9.0f %6.2f  %s\n", c.Series, c.Callers, c.Rate, c.P50, c.P99, c.Ops, c.CPUPerOp, c.Cores, c.Unit)
+}
+
+// printRound prints round r's (from 0) cell of a series measured in
+// rounds, its series marked with the round when there are several.
+func printRound(c Cell, r, rounds int) {
+	if rounds > 1 {
+		c.Series += fmt.Sprintf(" r%d", r+1)
+	}
+	printCell(c)
 }
 
 func ints(s string) ([]int, error) {

@@ -153,10 +153,17 @@ func reserveSpread(viaConnect bool) workload {
 	}
 }
 
-// keeperOp: reserve + settle in-process, caller c on gateway c%len(gs).
+// keeperOp: reserve + settle in-process, caller c on gateway c%len(gs),
+// operation i on account "acct-<i mod accounts>".
 func keeperOp(gs []*gw, accounts int, pfx string) opFunc {
+	return accountOp(gs, func(i int) string { return fmt.Sprintf("acct-%d", i%accounts) }, pfx)
+}
+
+// accountOp: reserve + settle in-process, caller c on gateway c%len(gs),
+// operation i on account acct(i).
+func accountOp(gs []*gw, acctOf func(i int) string, pfx string) opFunc {
 	return func(ctx context.Context, c, i int) error {
-		k, acct, op := gs[c%len(gs)].Keeper, fmt.Sprintf("acct-%d", i%accounts), pfx+"-"+strconv.Itoa(i)
+		k, acct, op := gs[c%len(gs)].Keeper, acctOf(i), pfx+"-"+strconv.Itoa(i)
 		_, d, err := k.Reserve(ctx, acct, budget.ReserveRequest{OperationKey: op, RequestDigest: "sha256:x", Amount: 100})
 		if err != nil {
 			return err

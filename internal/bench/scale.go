@@ -82,27 +82,49 @@ const scaleRecentN = 10000
 // settleMax bounds the wait for the views' compactions after the load.
 const settleMax = 3 * time.Minute
 
-// scaleSeries fills a fresh gateway's ledger with n executions, waits for
-// the views to settle, then measures Begin new, attach recent and attach
-// any at each of callers for dur, and reads memory and disk.
-func scaleSeries(ctx context.Context, n, loadCallers int, callers []int, warm, dur time.Duration) (ScalePoint, []Cell, error) {
-	p := ScalePoint{Executions: n, LoadCallers: loadCallers}
+// scaleNewOps is how many Begins a "Begin new" cell times, after
+// scaleNewWarm untimed: each adds an execution, so these cells run a
+// count, not -dur, or the smallest ledger (10 000) would grow by several
+// times its size over the rounds.
+const (
+	scaleNewOps  = 1000
+	scaleNewWarm = 100
+)
+
+// scaleLedger is one point of the scale series: a gateway of its own whose
+// ledger holds n executions of one run (keys handed out in order), its
+// views settled, its memory and disk read.
+type scaleLedger struct {
+	p     ScalePoint
+	g     *gw
+	run   string
+	added int // executions the Begin new cells added since the load
+}
+
+// loadScale starts a gateway, fills its ledger with n executions at
+// loadCallers callers, waits for the views to catch up and settle, and
+// reads memory and disk.
+func loadScale(ctx context.Context, n, loadCallers int) (l *scaleLedger, err error) {
+	l = &scaleLedger{p: ScalePoint{Executions: n, LoadCallers: loadCallers}, run: "run:" + nuid.Next()}
+	p := &l.p
 	p.HeapInuseBase, p.RSSBase = memory()
-	g, err := startGW(ctx, ledgerConfig, nil, "")
-	if err != nil {
-		return p, nil, err
+	if l.g, err = startGW(ctx, ledgerConfig, nil, ""); err != nil {
+		return nil, err
 	}
-	defer g.close()
-	run := "run:" + nuid.Next()
-	load := beginOp(g, false, run, eachNew, pb.Decision_DECISION_NEW)
+	defer func() {
+		if err != nil {
+			l.g.close()
+		}
+	}()
+	load := beginOp(l.g, false, l.run, eachNew, pb.Decision_DECISION_NEW)
 	t0 := time.Now()
 	lc, err := measureCount(ctx, loadCallers, n, load)
 	if err != nil {
-		return p, nil, fmt.Errorf("load: %w", err)
+		return nil, fmt.Errorf("load: %w", err)
 	}
 	t1 := time.Now()
-	if err := catchUp(ctx, g); err != nil {
-		return p, nil, fmt.Errorf("catch up: %w", err)
+	if err := catchUp(ctx, l.g); err != nil {
+		return nil, fmt.Errorf("catch up: %w", err)
 	}
 	p.LoadSeconds, p.LoadRate, p.LoadCPUPerOp = t1.Sub(t0).Seconds(), lc.Rate, lc.CPUPerOp
 	p.CatchUpSecond = time.Since(t1).Seconds()
@@ -110,69 +132,135 @@ func scaleSeries(ctx context.Context, n, loadCallers int, callers []int, warm, d
 		seriesScale(n, "load"), n, p.LoadSeconds, p.LoadRate, loadCallers, p.LoadCPUPerOp, p.CatchUpSecond)
 	t2 := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, settleMax)
-	debt, last, err := g.Views.Settle(sctx)
+	debt, last, err := l.g.Views.Settle(sctx)
 	cancel()
 	if err != nil && ctx.Err() != nil {
-		return p, nil, err
+		return nil, err
 	}
 	p.SettleSeconds, p.SettleDebtBytes, p.Settled = time.Since(t2).Seconds(), debt.DebtBytes, err == nil
-	runtime.GC()
 	fmt.Printf("%-28s views settled in %.1f s (when the wait began: compaction debt %s, %d compactions running, top score %.2f; at its end: %s, %d, %.2f; settled: %v)\n",
 		seriesScale(n, "settle"), p.SettleSeconds, mib(float64(debt.DebtBytes)), debt.InProgress, debt.MaxScore,
 		mib(float64(last.DebtBytes)), last.InProgress, last.MaxScore, p.Settled)
-	dataDir := filepath.Join(g.dir, "data")
+	dataDir := filepath.Join(l.g.dir, "data")
 	if p.PebbleBytes, err = dirSize(filepath.Join(dataDir, "views")); err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	if p.JetStreamBytes, err = dirSize(filepath.Join(dataDir, "jetstream")); err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	p.HeapInuse, p.RSS = memory()
 	if scaleMemProfile != "" {
 		if err := writeHeapProfile(fmt.Sprintf("%s.%d", scaleMemProfile, n)); err != nil {
-			return p, nil, err
+			return nil, err
 		}
 	}
-
-	var cells []Cell
-	ops := []struct {
-		name string
-		op   func() opFunc
-	}{
-		// A new intent (of a run of its own per cell): the Service looks the
-		// intent up in the index, decides NEW and appends. These add a few
-		// thousand executions to the n.
-		{scaleNew, func() opFunc { return beginOp(g, false, "run:"+nuid.Next(), eachNew, pb.Decision_DECISION_NEW) }},
-		// A retry of one of the last scaleRecentN loaded (keys are handed
-		// out in order, so these are the last loaded), at random.
-		{scaleRecent, func() opFunc {
-			r := min(n, scaleRecentN)
-			return beginOp(g, false, run, func(_, _ int) int { return n - r + rand.IntN(r) }, pb.Decision_DECISION_ATTACHED)
-		}},
-		// A retry of one of the n loaded intents, uniformly at random, so
-		// the lookups are spread over the whole index, not cache-hot.
-		{scaleAny, func() opFunc {
-			return beginOp(g, false, run, func(_, _ int) int { return rand.IntN(n) }, pb.Decision_DECISION_ATTACHED)
-		}},
-	}
-	for _, o := range ops {
-		runtime.GC()
-		for _, c := range callers {
-			cell, err := measureFor(ctx, seriesScale(n, o.name), c, warm, dur, o.op())
-			if err != nil {
-				return p, nil, fmt.Errorf("%s callers=%d: %w", o.name, c, err)
-			}
-			cell.Series, cell.Unit = seriesScale(n, o.name), "decisions/s"
-			cell.Note = fmt.Sprintf("ledger of %d executions", n)
-			printCell(cell)
-			cells = append(cells, cell)
-		}
-	}
-	fmt.Printf("%-28s heap in use %s, RSS %s (before the gateway: %s, %s); Pebble views %s, JetStream store %s (%s and %s per million executions)\n",
+	fmt.Printf("%-28s heap in use %s, RSS %s (before this gateway: %s, %s); Pebble views %s, JetStream store %s (%s and %s per million executions)\n",
 		seriesScale(n, "memory"), mib(float64(p.HeapInuse)), mib(float64(p.RSS)), mib(float64(p.HeapInuseBase)), mib(float64(p.RSSBase)),
 		mib(float64(p.PebbleBytes)), mib(float64(p.JetStreamBytes)),
 		mib(perMillion(float64(p.PebbleBytes), n)), mib(perMillion(float64(p.JetStreamBytes), n)))
-	return p, cells, nil
+	return l, nil
+}
+
+// measure times op on this ledger at callers: Begin new a fixed count
+// (scaleNewOps), the attaches for dur after warm.
+func (l *scaleLedger) measure(ctx context.Context, op string, callers int, warm, dur time.Duration, label string) (Cell, error) {
+	n := l.p.Executions
+	var cell Cell
+	var err error
+	switch op {
+	case scaleNew:
+		// A new intent (of a run of its own per cell): the Service looks the
+		// intent up in the index, decides NEW and appends.
+		begin := beginOp(l.g, false, "run:"+nuid.Next(), eachNew, pb.Decision_DECISION_NEW)
+		warmN := max(scaleNewWarm, callers)
+		if _, err = measureCount(ctx, callers, warmN, begin); err != nil {
+			return Cell{}, err
+		}
+		cell, err = measureCount(ctx, callers, scaleNewOps, func(ctx context.Context, c, i int) error { return begin(ctx, c, warmN+i) })
+		l.added += warmN + scaleNewOps
+	case scaleRecent:
+		// A retry of one of the last scaleRecentN loaded (keys are handed
+		// out in order, so these are the last loaded), at random.
+		r := min(n, scaleRecentN)
+		cell, err = measureFor(ctx, label, callers, warm, dur,
+			beginOp(l.g, false, l.run, func(_, _ int) int { return n - r + rand.IntN(r) }, pb.Decision_DECISION_ATTACHED))
+	case scaleAny:
+		// A retry of one of the n loaded intents, uniformly at random, so
+		// the lookups are spread over the whole index, not cache-hot.
+		cell, err = measureFor(ctx, label, callers, warm, dur,
+			beginOp(l.g, false, l.run, func(_, _ int) int { return rand.IntN(n) }, pb.Decision_DECISION_ATTACHED))
+	default:
+		return Cell{}, fmt.Errorf("unknown scale operation %q", op)
+	}
+	if err != nil {
+		return Cell{}, err
+	}
+	cell.Series, cell.Unit = seriesScale(n, op), "decisions/s"
+	return cell, nil
+}
+
+// scaleSeries loads a gateway for each ledger size (smallest first; all
+// stay up), then measures Begin new, attach recent and attach any in
+// rounds: each round takes each operation and caller count in turn and
+// measures it on every ledger size back to back, so the cells a target
+// compares are seconds apart, not the minutes a million executions take to
+// load. A cell is the median of its rounds.
+func scaleSeries(ctx context.Context, scales []int, loadCallers int, callers []int, warm, dur time.Duration, rounds int) ([]ScalePoint, []Cell, error) {
+	var ls []*scaleLedger
+	defer func() {
+		for _, l := range ls {
+			l.g.close()
+		}
+	}()
+	for _, n := range scales {
+		l, err := loadScale(ctx, n, loadCallers)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", seriesScaleN(n), err)
+		}
+		ls = append(ls, l)
+	}
+	ops := []string{scaleNew, scaleRecent, scaleAny}
+	measured := map[cellKey][]Cell{}
+	for r := range rounds {
+		for _, op := range ops {
+			for _, c := range callers {
+				for _, l := range ls {
+					runtime.GC()
+					series := seriesScale(l.p.Executions, op)
+					label := series
+					if rounds > 1 {
+						label += fmt.Sprintf(" r%d", r+1)
+					}
+					cell, err := l.measure(ctx, op, c, warm, dur, label)
+					if err != nil {
+						return nil, nil, fmt.Errorf("%s callers=%d: %w", series, c, err)
+					}
+					printRound(cell, r, rounds)
+					k := cellKey{series, c}
+					measured[k] = append(measured[k], cell)
+				}
+			}
+		}
+	}
+	var points []ScalePoint
+	var cells []Cell
+	for _, l := range ls {
+		points = append(points, l.p)
+		for _, op := range ops {
+			for _, c := range callers {
+				k := cellKey{seriesScale(l.p.Executions, op), c}
+				for i := range measured[k] {
+					measured[k][i].Note = fmt.Sprintf("ledger of %d executions loaded, %d after the last Begin new cell", l.p.Executions, l.p.Executions+l.added)
+				}
+				cell := medianCell(measured[k])
+				if rounds > 1 {
+					printCell(cell)
+				}
+				cells = append(cells, cell)
+			}
+		}
+	}
+	return points, cells, nil
 }
 
 // scaleMemProfile (-scale-memprofile), when set, is where each ledger
@@ -256,6 +344,10 @@ func dirSize(dir string) (int64, error) {
 	})
 	return n, err
 }
+
+// own is a reading less the one before the gateway started: the
+// gateway's own memory.
+func own(v, base uint64) float64 { return float64(v) - float64(base) }
 
 func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 
@@ -344,8 +436,11 @@ func scaleMarkdown(rep *Report) string {
 	}
 	var b strings.Builder
 	b.WriteString("## Scale: executions indexed\n\n")
-	b.WriteString("Each ledger size on a fresh gateway, filled with real Begins (new intents); the latency cells are the \"decision latency\" rows below. " +
-		"Memory is this process's after a GC (the suite's callers, the gateway, its embedded NATS server and the Pebble views all run in it); " +
+	b.WriteString("Each ledger size on a gateway of its own, filled with real Begins (new intents); the latency cells are the \"decision latency\" rows below, measured once every size is loaded, " +
+		"in rounds: each round measures every size back to back at each operation and caller count, a cell is the median of its rounds. " +
+		"Begin new cells time a fixed count of Begins (so the ledger grows by little; each cell's note gives its size after them). " +
+		"Memory is this process's after a GC (the suite's callers, the gateways, their embedded NATS servers and the Pebble views all run in it; the gateways of the smaller sizes keep running, " +
+		"so \"before the gateway\" is the reading just before this size's gateway started and the growth below compares each gateway's own memory); " +
 		"disk is the views' Pebble directory and the JetStream store directory after the settle. " +
 		"Settle is the wait after the catch-up until the views' Pebble had no compaction running and none to pick (debt: Pebble's estimate when the wait began, what the load left), before the latency cells.\n\n")
 	b.WriteString("| executions | load Begins/s (callers) | CPU µs/Begin | catch-up s | settle s (debt) | heap in use | RSS | heap / RSS before the gateway | Pebble views | per million | JetStream store | per million |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -364,7 +459,7 @@ func scaleMarkdown(rep *Report) string {
 		if d := z.Executions - a.Executions; d != 0 {
 			fmt.Fprintf(&b, "\nGrowth from %d to %d executions, per million executions: heap in use %s, RSS %s, Pebble %s, JetStream %s.\n",
 				a.Executions, z.Executions,
-				mib(perMillion(float64(z.HeapInuse)-float64(a.HeapInuse), d)), mib(perMillion(float64(z.RSS)-float64(a.RSS), d)),
+				mib(perMillion(own(z.HeapInuse, z.HeapInuseBase)-own(a.HeapInuse, a.HeapInuseBase), d)), mib(perMillion(own(z.RSS, z.RSSBase)-own(a.RSS, a.RSSBase), d)),
 				mib(perMillion(float64(z.PebbleBytes-a.PebbleBytes), d)), mib(perMillion(float64(z.JetStreamBytes-a.JetStreamBytes), d)))
 		}
 	}

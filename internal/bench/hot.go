@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The hot-account series: one budget account under 64 callers on two
+// gateways of one ledger, after a history of closed operations (issue 10:
+// 1 000 and 50 000). Its points are measured in rounds like the
+// side-by-side cells: every point's accounts are built first, one account
+// per round, then each round times a fresh account of every point back to
+// back, so the points a target compares are seconds apart and each round
+// times an account with exactly the history its point names.
+
+// hotLedger is one point: two gateways on a ledger of their own, and one
+// account per round with closed operations before it.
+type hotLedger struct {
+	closed int
+	gs     []*gw
+	build  float64 // closed operations per second while building
+}
+
+// hotAccountName is the account round r (from 0) measures.
+func hotAccountName(r int) string { return fmt.Sprintf("hot-%d", r) }
+
+// startHot starts a point's gateways and builds its rounds' accounts, then
+// waits for both gateways' views to settle (the history load's view
+// writes and compactions are not what a cell should time).
+func startHot(ctx context.Context, closed, rounds int) (h *hotLedger, err error) {
+	h = &hotLedger{closed: closed}
+	defer func() {
+		if err != nil {
+			h.close()
+		}
+	}()
+	g1, err := startGW(ctx, ledgerConfig, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	h.gs = append(h.gs, g1)
+	g2, err := startGW(ctx, ledgerConfig, g1, "gw-bench-2")
+	if err != nil {
+		return nil, err
+	}
+	h.gs = append(h.gs, g2)
+	t0 := time.Now()
+	for r := range rounds {
+		acct := hotAccountName(r)
+		if _, err := g1.Keeper.SetLimit(ctx, budgetLimit(acct)); err != nil {
+			return nil, err
+		}
+		if _, err := measureCount(ctx, 64, closed, accountOp(h.gs, func(int) string { return acct }, "pre")); err != nil {
+			return nil, fmt.Errorf("build %s: %w", acct, err)
+		}
+	}
+	h.build = float64(closed*rounds) / time.Since(t0).Seconds()
+	if err := settleBudgetViews(ctx, h.gs); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// close stops the gateways, the one holding the embedded server last.
+func (h *hotLedger) close() {
+	for i := len(h.gs) - 1; i >= 0; i-- {
+		h.gs[i].close()
+	}
+}
+
+// measure times ops reserve+settle on round r's account.
+func (h *hotLedger) measure(ctx context.Context, r, ops int) (Cell, error) {
+	acct := hotAccountName(r)
+	cell, err := measureCount(ctx, 64, ops, accountOp(h.gs, func(int) string { return acct }, "hot"))
+	if err != nil {
+		return Cell{}, err
+	}
+	cell.Series, cell.Unit = seriesHot(h.closed), "reserve+settle/s"
+	cell.Note = fmt.Sprintf("two gateways, 64 callers; an account with %d closed operations before (built at %.0f/s), %d after",
+		h.closed, h.build, h.closed+ops)
+	return cell, nil
+}
+
+// hotSeries measures every point in rounds and returns each point's
+// median cell (with its rounds).
+func hotSeries(ctx context.Context, points []int, ops, rounds int) ([]Cell, error) {
+	var hs []*hotLedger
+	defer func() {
+		for _, h := range hs {
+			h.close()
+		}
+	}()
+	for _, n := range points {
+		h, err := startHot(ctx, n, rounds)
+		if err != nil {
+			return nil, fmt.Errorf("hot account %d: %w", n, err)
+		}
+		hs = append(hs, h)
+	}
+	measured := make([][]Cell, len(hs))
+	for r := range rounds {
+		for i, h := range hs {
+			cell, err := h.measure(ctx, r, ops)
+			if err != nil {
+				return nil, fmt.Errorf("hot account %d, round %d: %w", h.closed, r+1, err)
+			}
+			printRound(cell, r, rounds)
+			measured[i] = append(measured[i], cell)
+		}
+	}
+	out := make([]Cell, len(hs))
+	for i := range hs {
+		out[i] = medianCell(measured[i])
+		if rounds > 1 {
+			printCell(out[i])
+		}
+	}
+	return out, nil
+}
