@@ -162,7 +162,7 @@ func markdown(rep *Report, shards int) string {
 	fmt.Fprintf(&b, "- Date: %s\n- Commit: %s\n- Machine: %s\n- Load average at start / end: %s / %s\n- Command: `%s`\n",
 		rep.Date, rep.Commit, rep.Machine, rep.LoadFrom, rep.LoadTo, rep.Command)
 	if rep.Rounds > 1 {
-		fmt.Fprintf(&b, "- Rounds: %d. Each round measured every side-by-side series at every caller count, one count after another with its series back to back; a cell below is the median of its rounds (its note gives the rates' range; results.json every round). The hot account's points and the decision latency's ledger sizes are measured in rounds too, once all of them are set up: each round measures every point back to back (a fresh account with the point's history per round; every ledger size at each operation and caller count).\n", rep.Rounds)
+		fmt.Fprintf(&b, "- Rounds: %d. Each round measured every side-by-side series at every caller count, one count after another with its series back to back; a cell below is the median of its rounds (its note gives the rates' range; results.json every round). The hot account and the decision latency are measured in rounds too: each hot round measures every point back to back (a fresh account with the point's history per round); the decision latency's rounds run on each ledger size after its load, one size after the other.\n", rep.Rounds)
 	}
 	b.WriteString("\n")
 	b.WriteString("## Targets (issue 10)\n\n| target | measured | wanted | verdict | detail |\n|---|---:|---|---|---|\n")

@@ -199,40 +199,36 @@ func (l *scaleLedger) measure(ctx context.Context, op string, callers int, warm,
 	return cell, nil
 }
 
-// scaleSeries loads a gateway for each ledger size (smallest first; all
-// stay up), then measures Begin new, attach recent and attach any in
-// rounds: each round takes each operation and caller count in turn and
-// measures it on every ledger size back to back, so the cells a target
-// compares are seconds apart, not the minutes a million executions take to
-// load. A cell is the median of its rounds.
+// scaleSeries measures each ledger size in turn on a gateway of its own
+// (closed before the next size loads): it loads it, then measures Begin
+// new, attach recent and attach any at each caller count, in rounds (each
+// round every operation and caller count once); a cell is the median of
+// its rounds. The sizes are not interleaved: a gateway holding a million
+// executions beside the smaller one made the smaller one's cells 20–40 %
+// slower (its gigabyte of heap is the process's), which is not the
+// smaller ledger a user runs.
 func scaleSeries(ctx context.Context, scales []int, loadCallers int, callers []int, warm, dur time.Duration, rounds int) ([]ScalePoint, []Cell, error) {
-	var ls []*scaleLedger
-	defer func() {
-		for _, l := range ls {
-			l.g.close()
-		}
-	}()
+	ops := []string{scaleNew, scaleRecent, scaleAny}
+	var points []ScalePoint
+	var cells []Cell
 	for _, n := range scales {
 		l, err := loadScale(ctx, n, loadCallers)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", seriesScaleN(n), err)
 		}
-		ls = append(ls, l)
-	}
-	ops := []string{scaleNew, scaleRecent, scaleAny}
-	measured := map[cellKey][]Cell{}
-	for r := range rounds {
-		for _, op := range ops {
-			for _, c := range callers {
-				for _, l := range ls {
+		measured := map[cellKey][]Cell{}
+		for r := range rounds {
+			for _, op := range ops {
+				for _, c := range callers {
 					runtime.GC()
-					series := seriesScale(l.p.Executions, op)
+					series := seriesScale(n, op)
 					label := series
 					if rounds > 1 {
 						label += fmt.Sprintf(" r%d", r+1)
 					}
 					cell, err := l.measure(ctx, op, c, warm, dur, label)
 					if err != nil {
+						l.g.close()
 						return nil, nil, fmt.Errorf("%s callers=%d: %w", series, c, err)
 					}
 					printRound(cell, r, rounds)
@@ -241,16 +237,13 @@ func scaleSeries(ctx context.Context, scales []int, loadCallers int, callers []i
 				}
 			}
 		}
-	}
-	var points []ScalePoint
-	var cells []Cell
-	for _, l := range ls {
+		l.g.close()
 		points = append(points, l.p)
 		for _, op := range ops {
 			for _, c := range callers {
-				k := cellKey{seriesScale(l.p.Executions, op), c}
+				k := cellKey{seriesScale(n, op), c}
 				for i := range measured[k] {
-					measured[k][i].Note = fmt.Sprintf("ledger of %d executions loaded, %d after the last Begin new cell", l.p.Executions, l.p.Executions+l.added)
+					measured[k][i].Note = fmt.Sprintf("ledger of %d executions loaded, %d after the last Begin new cell", n, n+l.added)
 				}
 				cell := medianCell(measured[k])
 				if rounds > 1 {
@@ -436,11 +429,10 @@ func scaleMarkdown(rep *Report) string {
 	}
 	var b strings.Builder
 	b.WriteString("## Scale: executions indexed\n\n")
-	b.WriteString("Each ledger size on a gateway of its own, filled with real Begins (new intents); the latency cells are the \"decision latency\" rows below, measured once every size is loaded, " +
-		"in rounds: each round measures every size back to back at each operation and caller count, a cell is the median of its rounds. " +
+	b.WriteString("Each ledger size on a fresh gateway of its own (closed before the next size loads), filled with real Begins (new intents); the latency cells are the \"decision latency\" rows below, " +
+		"measured in rounds after the load (each round every operation and caller count once), a cell the median of its rounds. " +
 		"Begin new cells time a fixed count of Begins (so the ledger grows by little; each cell's note gives its size after them). " +
-		"Memory is this process's after a GC (the suite's callers, the gateways, their embedded NATS servers and the Pebble views all run in it; the gateways of the smaller sizes keep running, " +
-		"so \"before the gateway\" is the reading just before this size's gateway started and the growth below compares each gateway's own memory); " +
+		"Memory is this process's after a GC (the suite's callers, the gateway, its embedded NATS server and the Pebble views all run in it; the growth below compares each gateway's own memory, its reading less the one before it started); " +
 		"disk is the views' Pebble directory and the JetStream store directory after the settle. " +
 		"Settle is the wait after the catch-up until the views' Pebble had no compaction running and none to pick (debt: Pebble's estimate when the wait began, what the load left), before the latency cells.\n\n")
 	b.WriteString("| executions | load Begins/s (callers) | CPU µs/Begin | catch-up s | settle s (debt) | heap in use | RSS | heap / RSS before the gateway | Pebble views | per million | JetStream store | per million |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
