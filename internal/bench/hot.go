@@ -29,8 +29,8 @@ func hotAccountName(r int) string { return fmt.Sprintf("hot-%d", r) }
 // startHot starts a point's gateways and builds its rounds' accounts, then
 // waits for both gateways' views to settle (the history load's view
 // writes and compactions are not what a cell should time).
-func startHot(ctx context.Context, closed, rounds int) (h *hotLedger, err error) {
-	h = &hotLedger{closed: closed}
+func startHot(ctx context.Context, closed, rounds int) (_ *hotLedger, err error) {
+	h := &hotLedger{closed: closed}
 	defer func() {
 		if err != nil {
 			h.close()

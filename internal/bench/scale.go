@@ -104,8 +104,8 @@ type scaleLedger struct {
 // loadScale starts a gateway, fills its ledger with n executions at
 // loadCallers callers, waits for the views to catch up and settle, and
 // reads memory and disk.
-func loadScale(ctx context.Context, n, loadCallers int) (l *scaleLedger, err error) {
-	l = &scaleLedger{p: ScalePoint{Executions: n, LoadCallers: loadCallers}, run: "run:" + nuid.Next()}
+func loadScale(ctx context.Context, n, loadCallers int) (_ *scaleLedger, err error) {
+	l := &scaleLedger{p: ScalePoint{Executions: n, LoadCallers: loadCallers}, run: "run:" + nuid.Next()}
 	p := &l.p
 	p.HeapInuseBase, p.RSSBase = memory()
 	if l.g, err = startGW(ctx, ledgerConfig, nil, ""); err != nil {
