@@ -121,10 +121,7 @@ func hotSeries(ctx context.Context, points []int, ops, rounds int) ([]Cell, erro
 	}
 	out := make([]Cell, len(hs))
 	for i := range hs {
-		out[i] = medianCell(measured[i])
-		if rounds > 1 {
-			printCell(out[i])
-		}
+		out[i] = roundsMedian(measured[i])
 	}
 	return out, nil
 }

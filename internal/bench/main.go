@@ -195,10 +195,7 @@ func run() error {
 		}
 		for _, c := range callers {
 			for _, s := range suites {
-				label := s.series
-				if *rounds > 1 {
-					label += fmt.Sprintf(" r%d", r)
-				}
+				label := roundLabel(s.series, r-1, *rounds)
 				op, done, err := s.w(ctx, c)
 				if err != nil {
 					return fmt.Errorf("%s callers=%d: %w", s.series, c, err)
@@ -220,11 +217,7 @@ func run() error {
 	}
 	for _, s := range suites {
 		for _, c := range callers {
-			cell := medianCell(measured[cellKey{s.series, c}])
-			if *rounds > 1 {
-				printCell(cell)
-			}
-			rep.Cells = append(rep.Cells, cell)
+			rep.Cells = append(rep.Cells, roundsMedian(measured[cellKey{s.series, c}]))
 		}
 	}
 	var hotPoints []int
@@ -331,13 +324,30 @@ func printCell(c Cell) {
 	fmt.Printf("%-28s %7d %12.0f %9.2f %9.2f %8d %9.0f %6.2f  %s\n", c.Series, c.Callers, c.Rate, c.P50, c.P99, c.Ops, c.CPUPerOp, c.Cores, c.Unit)
 }
 
-// printRound prints round r's (from 0) cell of a series measured in
-// rounds, its series marked with the round when there are several.
-func printRound(c Cell, r, rounds int) {
+// roundLabel is series marked with round r (from 0) when there are
+// several: what a round's cell prints as and its CPU profile is named by.
+func roundLabel(series string, r, rounds int) string {
 	if rounds > 1 {
-		c.Series += fmt.Sprintf(" r%d", r+1)
+		return fmt.Sprintf("%s r%d", series, r+1)
 	}
+	return series
+}
+
+// printRound prints round r's (from 0) cell of a series measured in
+// rounds, its series marked with the round.
+func printRound(c Cell, r, rounds int) {
+	c.Series = roundLabel(c.Series, r, rounds)
 	printCell(c)
+}
+
+// roundsMedian is a cell's median over its rounds (medianCell), printed
+// when there were several.
+func roundsMedian(rounds []Cell) Cell {
+	c := medianCell(rounds)
+	if len(rounds) > 1 {
+		printCell(c)
+	}
+	return c
 }
 
 func ints(s string) ([]int, error) {

@@ -199,6 +199,9 @@ func (l *scaleLedger) measure(ctx context.Context, op string, callers int, warm,
 	return cell, nil
 }
 
+// scaleOps are the operations the scale series times on every ledger size.
+var scaleOps = []string{scaleNew, scaleRecent, scaleAny}
+
 // scaleSeries measures each ledger size in turn on a gateway of its own
 // (closed before the next size loads): it loads it, then measures Begin
 // new, attach recent and attach any at each caller count, in rounds (each
@@ -208,7 +211,6 @@ func (l *scaleLedger) measure(ctx context.Context, op string, callers int, warm,
 // slower (its gigabyte of heap is the process's), which is not the
 // smaller ledger a user runs.
 func scaleSeries(ctx context.Context, scales []int, loadCallers int, callers []int, warm, dur time.Duration, rounds int) ([]ScalePoint, []Cell, error) {
-	ops := []string{scaleNew, scaleRecent, scaleAny}
 	var points []ScalePoint
 	var cells []Cell
 	for _, n := range scales {
@@ -216,44 +218,48 @@ func scaleSeries(ctx context.Context, scales []int, loadCallers int, callers []i
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", seriesScaleN(n), err)
 		}
-		measured := map[cellKey][]Cell{}
-		for r := range rounds {
-			for _, op := range ops {
-				for _, c := range callers {
-					runtime.GC()
-					series := seriesScale(n, op)
-					label := series
-					if rounds > 1 {
-						label += fmt.Sprintf(" r%d", r+1)
-					}
-					cell, err := l.measure(ctx, op, c, warm, dur, label)
-					if err != nil {
-						l.g.close()
-						return nil, nil, fmt.Errorf("%s callers=%d: %w", series, c, err)
-					}
-					printRound(cell, r, rounds)
-					k := cellKey{series, c}
-					measured[k] = append(measured[k], cell)
-				}
-			}
-		}
+		cs, err := l.cells(ctx, callers, warm, dur, rounds)
 		l.g.close()
+		if err != nil {
+			return nil, nil, err
+		}
 		points = append(points, l.p)
-		for _, op := range ops {
+		cells = append(cells, cs...)
+	}
+	return points, cells, nil
+}
+
+// cells measures every operation at each caller count in rounds and
+// returns each cell's median over its rounds.
+func (l *scaleLedger) cells(ctx context.Context, callers []int, warm, dur time.Duration, rounds int) ([]Cell, error) {
+	n := l.p.Executions
+	measured := map[cellKey][]Cell{}
+	for r := range rounds {
+		for _, op := range scaleOps {
 			for _, c := range callers {
-				k := cellKey{seriesScale(n, op), c}
-				for i := range measured[k] {
-					measured[k][i].Note = fmt.Sprintf("ledger of %d executions loaded, %d after the last Begin new cell", n, n+l.added)
+				runtime.GC()
+				series := seriesScale(n, op)
+				cell, err := l.measure(ctx, op, c, warm, dur, roundLabel(series, r, rounds))
+				if err != nil {
+					return nil, fmt.Errorf("%s callers=%d: %w", series, c, err)
 				}
-				cell := medianCell(measured[k])
-				if rounds > 1 {
-					printCell(cell)
-				}
-				cells = append(cells, cell)
+				printRound(cell, r, rounds)
+				k := cellKey{series, c}
+				measured[k] = append(measured[k], cell)
 			}
 		}
 	}
-	return points, cells, nil
+	var out []Cell
+	for _, op := range scaleOps {
+		for _, c := range callers {
+			k := cellKey{seriesScale(n, op), c}
+			for i := range measured[k] {
+				measured[k][i].Note = fmt.Sprintf("ledger of %d executions loaded, %d after the last Begin new cell", n, n+l.added)
+			}
+			out = append(out, roundsMedian(measured[k]))
+		}
+	}
+	return out, nil
 }
 
 // scaleMemProfile (-scale-memprofile), when set, is where each ledger
@@ -358,7 +364,7 @@ func scaleChecks(cells []Cell, scales, callers []int) []Check {
 		hi = max(hi, n)
 	}
 	var out []Check
-	for _, op := range []string{scaleNew, scaleRecent, scaleAny} {
+	for _, op := range scaleOps {
 		info := op == scaleAny
 		c := Check{Name: fmt.Sprintf("decision latency (%s p50), %s / %s executions indexed", op, human(float64(hi)), human(float64(lo))), Target: "≤ 1.5", Info: info}
 		var detail []string
@@ -394,7 +400,7 @@ func scaleChecks(cells []Cell, scales, callers []int) []Check {
 func scalePlot(rep *Report) string {
 	lines := map[string][]pt{}
 	var present []string
-	for _, op := range []string{scaleNew, scaleRecent, scaleAny} {
+	for _, op := range scaleOps {
 		for _, pct := range []string{"p50", "p99"} {
 			for _, c := range rep.Cells {
 				for _, p := range rep.Scale {
