@@ -2,7 +2,6 @@ package budget
 
 import (
 	"fmt"
-	"slices"
 )
 
 // Apply folds one event into the account. It accepts only an event that can
@@ -69,7 +68,7 @@ func (a *Account) apply(e Event) error {
 			return invalidEvent("%s", err)
 		}
 		if len(e.HeldListSeen) > 0 { // records before 2026-12-05 carry none
-			if e.SpentSeen != a.Spent || e.HeldSeen != a.Held || !slices.Equal(e.HeldListSeen, a.OpenHolds()) {
+			if e.SpentSeen != a.Spent || e.HeldSeen != a.Held || !a.HoldsAre(e.HeldListSeen) {
 				return invalidEvent("%s saw spent %d held %d and its held list; the account has spent %d held %d", e.Kind, e.SpentSeen, e.HeldSeen, a.Spent, a.Held)
 			}
 		}
@@ -100,7 +99,7 @@ func (a *Account) checkSeen(e Event) error {
 	if e.SpentSeen != a.Spent || e.HeldSeen != a.Held {
 		return invalidEvent("decision saw spent %d held %d, account has spent %d held %d", e.SpentSeen, e.HeldSeen, a.Spent, a.Held)
 	}
-	if !slices.Equal(e.HeldListSeen, a.OpenHolds()) {
+	if !a.HoldsAre(e.HeldListSeen) {
 		return invalidEvent("decision's held list is not the account's open holds")
 	}
 	if _, held := a.Holds[e.OperationKey]; held {

@@ -351,3 +351,37 @@ func TestPropertyVerifyFlagsStaleDecision(t *testing.T) {
 		t.Fatalf("stale decision on %s missing %s not flagged: %+v", stale, newer, fs[len(clean):])
 	})
 }
+
+// HoldsAre answers what comparing with OpenHolds answers, for any list:
+// drawn from the open holds and from holds that are not open, reordered,
+// repeated, changed in amount or digest.
+func TestPropertyHoldsAreOpenHolds(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		keys := rapid.SliceOfNDistinct(rapid.StringMatching(`k[a-d]{1,2}`), 0, 6, rapid.ID[string]).Draw(t, "open")
+		a := &Account{Holds: map[string]Hold{}}
+		for i, k := range keys {
+			a.Holds[k] = Hold{OperationKey: k, RequestDigest: digestOf(k), Amount: int64(i + 1)}
+		}
+		var list []Hold
+		if rapid.Bool().Draw(t, "start from the open holds") {
+			list = a.OpenHolds()
+		}
+		for range rapid.IntRange(0, 3).Draw(t, "edits") {
+			h := Hold{OperationKey: rapid.StringMatching(`k[a-d]{1,2}`).Draw(t, "key"), Amount: rapid.Int64Range(1, 7).Draw(t, "amount")}
+			h.RequestDigest = digestOf(h.OperationKey)
+			switch op := rapid.IntRange(0, 3).Draw(t, "op"); {
+			case op == 0:
+				list = append(list, h)
+			case op == 1 && len(list) > 0:
+				list = slices.Delete(list, 0, 1)
+			case op == 2 && len(list) > 1:
+				list[0], list[1] = list[1], list[0]
+			case op == 3 && len(list) > 0:
+				list[len(list)-1].RequestDigest = "sha256:other"
+			}
+		}
+		if got, want := a.HoldsAre(list), slices.Equal(list, a.OpenHolds()); got != want {
+			t.Fatalf("HoldsAre(%v) = %v, comparing with the open holds %v gives %v", list, got, a.OpenHolds(), want)
+		}
+	})
+}

@@ -2,7 +2,6 @@ package budget
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -199,7 +198,7 @@ func (r *replayed) decision(e Event, report reporter) {
 		s := r.history[e.AccountVersion]
 		if s.held != e.HeldSeen {
 			report(FindingHeldSumMismatch, SeverityError, "held total seen %d, the account held %d at version %d", e.HeldSeen, s.held, e.AccountVersion)
-		} else if e.AccountVersion == a.Version && !slices.Equal(e.HeldListSeen, a.OpenHolds()) {
+		} else if e.AccountVersion == a.Version && !a.HoldsAre(e.HeldListSeen) {
 			report(FindingHeldSumMismatch, SeverityError, "held list seen is not the account's open holds at version %d", e.AccountVersion)
 		}
 		if s.spent != e.SpentSeen || s.limit != e.Limit || s.limitDigest != e.LimitDigest {
@@ -295,7 +294,7 @@ func (r *replayed) closing(e Event, report reporter) {
 		switch {
 		case s.held != e.HeldSeen:
 			report(FindingHeldSumMismatch, SeverityError, "held total seen %d, the account held %d at version %d", e.HeldSeen, s.held, e.AccountVersion)
-		case e.AccountVersion == a.Version && !slices.Equal(e.HeldListSeen, a.OpenHolds()):
+		case e.AccountVersion == a.Version && !a.HoldsAre(e.HeldListSeen):
 			report(FindingHeldSumMismatch, SeverityError, "held list seen is not the account's open holds at version %d", e.AccountVersion)
 		}
 		if s.spent != e.SpentSeen {

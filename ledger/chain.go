@@ -48,8 +48,9 @@ func SealEncoded(ev *pb.Event, prevHash []byte) []byte {
 	return out
 }
 
-// hashBufs holds the buffers SealEncoded marshals into before it copies
-// the encoding, hash spliced in, into one of the exact size.
+// hashBufs holds the buffers SealEncoded and eventHash marshal into: a
+// busy account's budget events run to kilobytes each, hashed when sealed
+// and again by every projector that checks them.
 var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 const maxPooledHashBuf = 64 << 10
@@ -191,11 +192,16 @@ func CheckHash(ev *pb.Event) error {
 }
 
 func eventHash(ev *pb.Event) []byte {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	buf := hashBufs.Get().(*[]byte)
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], ev)
 	if err != nil {
 		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
 	}
 	sum := sha256.Sum256(b)
+	if cap(b) <= maxPooledHashBuf {
+		*buf = b
+		hashBufs.Put(buf)
+	}
 	return sum[:]
 }
 

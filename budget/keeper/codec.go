@@ -38,7 +38,26 @@ func tm(t *timestamppb.Timestamp) time.Time {
 }
 
 // ToProto is the stored (and API) form of a budget event.
-func ToProto(e budget.Event) *pb.BudgetDecision {
+func ToProto(e budget.Event) *pb.BudgetDecision { return toProto(e, nil) }
+
+// holdCache shares one *pb.Hold per open hold among a commit group's
+// decisions: each lists every hold open when it was decided, so a group of
+// n decisions on a busy account would otherwise build n copies of the same
+// tens of holds. The decisions are read-only once built.
+type holdCache map[budget.Hold]*pb.Hold
+
+func (c holdCache) hold(h budget.Hold) *pb.Hold {
+	if p, ok := c[h]; ok {
+		return p
+	}
+	p := &pb.Hold{OperationKey: h.OperationKey, RequestDigest: h.RequestDigest, Amount: h.Amount}
+	if c != nil {
+		c[h] = p
+	}
+	return p
+}
+
+func toProto(e budget.Event, holds holdCache) *pb.BudgetDecision {
 	d := &pb.BudgetDecision{
 		Outcome: string(e.Kind), Account: e.Account, OperationKey: e.OperationKey, RequestDigest: e.RequestDigest,
 		Amount: e.Amount, Currency: e.Currency, Limit: e.Limit, LimitDigest: e.LimitDigest,
@@ -48,8 +67,11 @@ func ToProto(e budget.Event) *pb.BudgetDecision {
 	if e.IsDecision() { // set, false included, so a denial shows within_limit: false
 		d.WithinLimit, d.Allowed = proto.Bool(e.WithinLimit), proto.Bool(e.Allowed)
 	}
-	for _, h := range e.HeldListSeen {
-		d.HeldListSeen = append(d.HeldListSeen, &pb.Hold{OperationKey: h.OperationKey, RequestDigest: h.RequestDigest, Amount: h.Amount})
+	if len(e.HeldListSeen) > 0 {
+		d.HeldListSeen = make([]*pb.Hold, len(e.HeldListSeen))
+		for i, h := range e.HeldListSeen {
+			d.HeldListSeen[i] = holds.hold(h)
+		}
 	}
 	if e.Override != nil {
 		d.Override = &pb.Override{By: e.Override.By, Reason: e.Override.Reason}
@@ -76,8 +98,11 @@ func FromProto(d *pb.BudgetDecision) budget.Event {
 		SpentSeen: d.GetSpentSeen(), HeldSeen: d.GetHeldSeen(), WithinLimit: d.GetWithinLimit(), Allowed: d.GetAllowed(),
 		Remainder: d.GetRemainder(), Reason: d.GetReason(),
 	}
-	for _, h := range d.GetHeldListSeen() {
-		e.HeldListSeen = append(e.HeldListSeen, budget.Hold{OperationKey: h.GetOperationKey(), RequestDigest: h.GetRequestDigest(), Amount: h.GetAmount()})
+	if hs := d.GetHeldListSeen(); len(hs) > 0 {
+		e.HeldListSeen = make([]budget.Hold, len(hs))
+		for i, h := range hs {
+			e.HeldListSeen[i] = budget.Hold{OperationKey: h.GetOperationKey(), RequestDigest: h.GetRequestDigest(), Amount: h.GetAmount()}
+		}
 	}
 	if o := d.GetOverride(); o != nil {
 		e.Override = &budget.Override{By: o.GetBy(), Reason: o.GetReason()}

@@ -129,7 +129,10 @@ func (k *Keeper) SetLimit(ctx context.Context, l budget.Limit) (Result, error) {
 	})
 }
 
-// Reserve decides a reservation; a denial is recorded and answered, not an error.
+// Reserve decides a reservation; a denial is recorded and answered, not an
+// error. The decision's Event is nil: the event appended is the result's
+// Decision, on the gateway that decided and on one that forwarded alike
+// (a forward's answer carries it once, not in two encodings).
 func (k *Keeper) Reserve(ctx context.Context, account string, r budget.ReserveRequest) (Result, *budget.Decision, error) {
 	return k.run(ctx, Command{Op: opReserve, Account: account, Reserve: &r})
 }
@@ -305,6 +308,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 		answers := make([]answer, len(group))
 		var decs []*pb.BudgetDecision
 		var states []*budget.Account
+		holds := holdCache{}
 		unknown := false
 		summary := func(a *budget.Account) *budget.Account {
 			cp := *a // the answer needs the totals, not the maps
@@ -327,7 +331,7 @@ func (k *Keeper) decideGroup(ctx context.Context, account string, group []*comma
 				panic(fmt.Sprintf("keeper: decided an event that does not fold: %v", err))
 			}
 			answers[i] = answer{res: Result{Outcome: outcome}, event: len(decs)}
-			decs = append(decs, ToProto(*e))
+			decs = append(decs, toProto(*e, holds))
 			states = append(states, summary(state))
 		}
 		if unknown && !caughtUp {

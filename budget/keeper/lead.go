@@ -459,6 +459,7 @@ func (k *Keeper) runHere(ctx context.Context, c Command) (Result, *budget.Decisi
 				AccountVersion: res.Account.Version, WithinLimit: proto.Bool(dec.WithinLimit), Allowed: proto.Bool(dec.Allowed), Total: dec.Total,
 			}
 		}
+		dec.Event = nil // res.Decision is the event appended
 		return res, &dec, nil
 	case opSettle, opRelease:
 		var ev budget.Evidence
