@@ -76,13 +76,13 @@ func (h *hotLedger) close() {
 const hotWarm = 128
 
 // measure times ops reserve+settle on round r's account, after hotWarm.
-func (h *hotLedger) measure(ctx context.Context, r, ops int) (Cell, error) {
+func (h *hotLedger) measure(ctx context.Context, r, rounds, ops int) (Cell, error) {
 	acct := hotAccountName(r)
 	on := func(int) string { return acct }
 	if _, err := measureCount(ctx, 64, hotWarm, accountOp(h.gs, on, "warm")); err != nil {
 		return Cell{}, err
 	}
-	cell, err := measureCount(ctx, 64, ops, accountOp(h.gs, on, "hot"))
+	cell, err := measureCountAs(ctx, roundLabel(seriesHot(h.closed), r, rounds), 64, ops, accountOp(h.gs, on, "hot"))
 	if err != nil {
 		return Cell{}, err
 	}
@@ -111,7 +111,7 @@ func hotSeries(ctx context.Context, points []int, ops, rounds int) ([]Cell, erro
 	measured := make([][]Cell, len(hs))
 	for r := range rounds {
 		for i, h := range hs {
-			cell, err := h.measure(ctx, r, ops)
+			cell, err := h.measure(ctx, r, rounds, ops)
 			if err != nil {
 				return nil, fmt.Errorf("hot account %d, round %d: %w", h.closed, r+1, err)
 			}

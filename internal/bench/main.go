@@ -75,7 +75,7 @@ func run() error {
 	scaleLoad := flag.Int("scale-load-callers", 256, "concurrent callers that fill the ledger before the decision latency cells")
 	flag.StringVar(&scaleMemProfile, "scale-memprofile", "", "write a heap profile at each scale point's memory reading to this file name, suffixed .<executions>")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	flag.StringVar(&cellProfile, "cell-cpuprofile", "", "write a CPU profile of each measured cell's window to this file name, suffixed .<series>.<callers> (not with -cpuprofile)")
+	flag.StringVar(&cellProfile, "cell-cpuprofile", "", "write a CPU profile of each measured cell's window to this file name, suffixed .<series>.<callers>, the series marked -rN with -rounds (not with -cpuprofile)")
 	traceOut := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	flag.Parse()
 	if *cpuProfile != "" && cellProfile != "" {

@@ -158,6 +158,18 @@ func measureFor(ctx context.Context, series string, callers int, warm, dur time.
 	return c, nil
 }
 
+// measureCountAs is measureCount for a measured cell: with
+// -cell-cpuprofile it records the run's CPU profile under label (a
+// series, its round marked when there are several).
+func measureCountAs(ctx context.Context, label string, callers, n int, op func(ctx context.Context, caller, i int) error) (Cell, error) {
+	stop, err := record(cellProfilePath(label, callers), pprof.StartCPUProfile, pprof.StopCPUProfile)
+	if err != nil {
+		return Cell{}, err
+	}
+	defer stop()
+	return measureCount(ctx, callers, n, op)
+}
+
 // measureCount runs exactly n operations from callers goroutines.
 func measureCount(ctx context.Context, callers, n int, op func(ctx context.Context, caller, i int) error) (Cell, error) {
 	var next atomic.Int64
@@ -220,8 +232,11 @@ func parallel(ctx context.Context, workers, n int, f func(ctx context.Context, i
 
 // cellProfile (-cell-cpuprofile), when set, is the file name prefix of a
 // CPU profile of each measured cell's window alone (not its warm-up):
-// <prefix>.<series>.<callers>, the series' name with every run of other
-// characters than letters and digits as one "-".
+// <prefix>.<series>.<callers>, the series' name (with its round, " rN",
+// when measured in rounds) with every run of other characters than
+// letters and digits as one "-". Timed (measureFor) and counted
+// (measureCountAs: the hot account, Begin new at a ledger size) cells
+// alike.
 var cellProfile string
 
 var nonWord = regexp.MustCompile(`[^A-Za-z0-9]+`)

@@ -176,7 +176,7 @@ func (l *scaleLedger) measure(ctx context.Context, op string, callers int, warm,
 		if _, err = measureCount(ctx, callers, warmN, begin); err != nil {
 			return Cell{}, err
 		}
-		cell, err = measureCount(ctx, callers, scaleNewOps, func(ctx context.Context, c, i int) error { return begin(ctx, c, warmN+i) })
+		cell, err = measureCountAs(ctx, label, callers, scaleNewOps, func(ctx context.Context, c, i int) error { return begin(ctx, c, warmN+i) })
 		l.added += warmN + scaleNewOps
 	case scaleRecent:
 		// A retry of one of the last scaleRecentN loaded (keys are handed
