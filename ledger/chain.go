@@ -21,7 +21,7 @@ func Seal(ev *pb.Event, prevHash []byte) {
 	ev.PrevHash = prevHash
 	ev.Hash = nil
 	clearSignature(ev)
-	ev.Hash = eventHash(ev)
+	ev.Hash = eventHash(ev, nil)
 }
 
 // SealEncoded is Seal that also returns the sealed event's encoding (what
@@ -33,22 +33,12 @@ func SealEncoded(ev *pb.Event, prevHash []byte) []byte {
 	ev.PrevHash = prevHash
 	ev.Hash = nil
 	clearSignature(ev)
-	buf := hashBufs.Get().(*[]byte)
-	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], ev)
-	if err != nil {
-		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
-	}
-	sum := sha256.Sum256(b)
-	ev.Hash = sum[:]
-	out := spliceHash(b, ev.Hash)
-	if cap(b) <= maxPooledHashBuf {
-		*buf = b
-		hashBufs.Put(buf)
-	}
+	var out []byte
+	ev.Hash = eventHash(ev, func(b, hash []byte) { out = spliceHash(b, hash) })
 	return out
 }
 
-// hashBufs holds the buffers SealEncoded and eventHash marshal into: a
+// hashBufs holds the buffers eventHash marshals into: a
 // busy account's budget events run to kilobytes each, hashed when sealed
 // and again by every projector that checks them.
 var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
@@ -183,7 +173,7 @@ func CheckHash(ev *pb.Event) error {
 	sig, path, idx, size := ev.GetSignature(), ev.GetGroupPath(), ev.GetGroupIndex(), ev.GetGroupSize()
 	ev.Hash = nil
 	clearSignature(ev)
-	got := eventHash(ev)
+	got := eventHash(ev, nil)
 	ev.Hash, ev.Signature, ev.GroupPath, ev.GroupIndex, ev.GroupSize = want, sig, path, idx, size
 	if !bytes.Equal(got, want) {
 		return fmt.Errorf("%w: event %s on %s: hash mismatch", ErrCorrupt, ev.GetEventId(), ev.GetSubject())
@@ -191,13 +181,19 @@ func CheckHash(ev *pb.Event) error {
 	return nil
 }
 
-func eventHash(ev *pb.Event) []byte {
+// eventHash is the SHA-256 of ev's deterministic encoding, marshalled into
+// a pooled buffer; use, when not nil, sees that encoding and the hash
+// (the buffer is reused after it returns).
+func eventHash(ev *pb.Event, use func(b, hash []byte)) []byte {
 	buf := hashBufs.Get().(*[]byte)
 	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], ev)
 	if err != nil {
 		panic(fmt.Sprintf("marshal event for hashing: %v", err)) // only fails on invalid UTF-8, which Validate rejects first
 	}
 	sum := sha256.Sum256(b)
+	if use != nil {
+		use(b, sum[:])
+	}
 	if cap(b) <= maxPooledHashBuf {
 		*buf = b
 		hashBufs.Put(buf)
