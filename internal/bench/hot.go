@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -82,14 +83,57 @@ func (h *hotLedger) measure(ctx context.Context, r, rounds, ops int) (Cell, erro
 	if _, err := measureCount(ctx, 64, hotWarm, accountOp(h.gs, on, "warm")); err != nil {
 		return Cell{}, err
 	}
+	compacting := watchCompactions(h.gs)
 	cell, err := measureCountAs(ctx, roundLabel(seriesHot(h.closed), r, rounds), 64, ops, accountOp(h.gs, on, "hot"))
+	views := compacting()
 	if err != nil {
 		return Cell{}, err
 	}
 	cell.Series, cell.Unit = seriesHot(h.closed), "reserve+settle/s"
 	cell.Note = fmt.Sprintf("two gateways, 64 callers; an account with %d closed operations before (built at %.0f/s) and %d untimed, %d after",
 		h.closed, h.build, hotWarm, h.closed+hotWarm+ops)
+	cell.ViewsCompacting = views
 	return cell, nil
+}
+
+// compactionSample is how often watchCompactions looks.
+const compactionSample = 20 * time.Millisecond
+
+// watchCompactions samples, until the returned function is called, whether
+// each gateway's views have a Pebble compaction running, and then says in
+// how many samples they had (Cell.ViewsCompacting): a round that both gateways' views compact in
+// runs slower than the others on two cores (BENCHMARKS.md).
+func watchCompactions(gs []*gw) func() string {
+	busy := make([]int, len(gs))
+	samples := 0
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(compactionSample)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			samples++
+			for i, g := range gs {
+				if g.Views.Compaction().InProgress > 0 {
+					busy[i]++
+				}
+			}
+		}
+	}()
+	return func() string {
+		close(done)
+		<-stopped
+		var each []string
+		for _, b := range busy {
+			each = append(each, fmt.Sprintf("%d/%d", b, samples))
+		}
+		return fmt.Sprintf("%s (every %v, each gateway)", strings.Join(each, ", "), compactionSample)
+	}
 }
 
 // hotSeries measures every point in rounds and returns each point's

@@ -29,6 +29,9 @@ type Cell struct {
 	CPUPerOp float64 `json:"cpu_us_per_op"`
 	Cores    float64 `json:"cores_busy"`
 	Note     string  `json:"note,omitempty"`
+	// ViewsCompacting says in how many samples of the window each
+	// gateway's views had a Pebble compaction running (the hot account).
+	ViewsCompacting string `json:"views_compacting,omitempty"`
 	// Rounds are the cell's measurements, one per round (-rounds), when
 	// it was measured more than once; the fields above are their medians
 	// (Ops and Seconds their sums).
@@ -41,6 +44,8 @@ type Round struct {
 	P50      float64 `json:"p50_ms"`
 	P99      float64 `json:"p99_ms"`
 	CPUPerOp float64 `json:"cpu_us_per_op"`
+	// ViewsCompacting is the round's (Cell.ViewsCompacting).
+	ViewsCompacting string `json:"views_compacting,omitempty"`
 }
 
 // cellKey names a cell of the side-by-side table.
@@ -57,7 +62,7 @@ func medianCell(rounds []Cell) Cell {
 		return rounds[0]
 	}
 	out := rounds[0]
-	out.Ops, out.Seconds, out.Rounds = 0, 0, nil
+	out.Ops, out.Seconds, out.Rounds, out.ViewsCompacting = 0, 0, nil, ""
 	field := func(f func(Cell) float64) float64 {
 		vs := make([]float64, len(rounds))
 		for i, c := range rounds {
@@ -79,7 +84,7 @@ func medianCell(rounds []Cell) Cell {
 	for _, c := range rounds {
 		out.Ops += c.Ops
 		out.Seconds += c.Seconds
-		out.Rounds = append(out.Rounds, Round{Rate: c.Rate, P50: c.P50, P99: c.P99, CPUPerOp: c.CPUPerOp})
+		out.Rounds = append(out.Rounds, Round{Rate: c.Rate, P50: c.P50, P99: c.P99, CPUPerOp: c.CPUPerOp, ViewsCompacting: c.ViewsCompacting})
 		lo, hi = min(lo, c.Rate), max(hi, c.Rate)
 	}
 	out.Note = strings.TrimPrefix(out.Note+fmt.Sprintf("; median of %d rounds, rate %.0f–%.0f", len(rounds), lo, hi), "; ")
