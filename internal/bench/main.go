@@ -81,6 +81,15 @@ func run() error {
 	if *cpuProfile != "" && cellProfile != "" {
 		return errors.New("-cpuprofile and -cell-cpuprofile: one CPU profile at a time")
 	}
+	// The profiles' and trace's directories, made before the first cell
+	// rather than found missing after it (-out is made when the report is written).
+	for _, f := range []string{*cpuProfile, cellProfile, scaleMemProfile, *traceOut} {
+		if f != "" {
+			if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+				return err
+			}
+		}
+	}
 	stopTrace, err := record(*traceOut, trace.Start, trace.Stop)
 	if err != nil {
 		return err
