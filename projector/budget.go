@@ -14,12 +14,13 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// BudgetRow is one budget event folded: the account after it, and the
-// stored event for the account's decision list.
+// BudgetRow is one budget event folded, for the account's decision list:
+// where the stream stores it and its hash (the list reads the event back
+// from the stream and checks it is the one folded).
 type BudgetRow struct {
 	Seq     uint64
 	Account string
-	Data    []byte
+	Hash    []byte
 }
 
 // BudgetStore is the budget views' write side.
@@ -108,7 +109,7 @@ func (b *budgets) apply(ctx context.Context, entries []Entry, mark Mark) error {
 			continue
 		}
 		accounts[name] = keeper.Head{Seq: e.Seq, Hash: ev.GetHash(), Account: folded}
-		rows = append(rows, BudgetRow{Seq: e.Seq, Account: name, Data: e.Data})
+		rows = append(rows, BudgetRow{Seq: e.Seq, Account: name, Hash: ev.GetHash()})
 	}
 	return b.store.WriteBudget(accounts, rows, quarantined, mark)
 }

@@ -362,6 +362,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 			f.Want(seq)
 		}
 	})
+	g.Views.ReadBudgetFrom(g.budLog.At)
 	for k, l := range g.laneLogs {
 		name := ledger.LaneStream(k)
 		p := projector.New(name, ljs.Source{Stream: l.Stream(), Feed: feeds[name]}, g.Views, g.log)

@@ -170,3 +170,30 @@ func BenchmarkWithinLimitCheck(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkListDecisions: one page of an account's decision list as the
+// console's account page asks for it (200 decisions), over Connect, after
+// 64 callers' reserve+settle operations left each decision a held list of
+// up to 64 holds. Each decision is read back from the budget stream.
+func BenchmarkListDecisions(b *testing.B) {
+	g := benchGateway(b)
+	ctx := context.Background()
+	if _, err := g.Keeper.SetLimit(ctx, budget.Limit{Account: "listed", Currency: "GBP", Limit: 1 << 50, Delegator: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	if err := parallelOps(64, 256, func(_, i int) error { return reserveSettle(g.Keeper, "listed", fmt.Sprintf("op-%d", i)) }); err != nil {
+		b.Fatal(err)
+	}
+	c := budgetClient(g)
+	req := connect.NewRequest(&pb.ListDecisionsRequest{Account: "listed", PageSize: 200})
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := c.ListDecisions(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(res.Msg.GetDecisions()); n < 200 {
+			b.Fatalf("a page of %d decisions, want 200", n)
+		}
+	}
+}

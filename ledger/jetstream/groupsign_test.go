@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -113,5 +114,41 @@ func TestGroupSignedEventTamperedIsRefused(t *testing.T) {
 	data, _ := proto.Marshal(stored)
 	if _, err := l.check("t.h.1", data); err == nil {
 		t.Fatal("a re-hashed event passed its group signature")
+	}
+}
+
+// At serves the event stored at a sequence only when it verifies, as Last
+// does: a message there from a key that is not enrolled is refused, and a
+// sequence the stream does not hold is ErrNotFound.
+func TestAtReadsAVerifiedEvent(t *testing.T) {
+	ctx := context.Background()
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	l := openTestLog(t, Options{GroupSignKey: key, Keys: testKeys{"gw-1": {pub}}})
+	ev := testEvent("t.at", nil)
+	ev.GatewayId = "gw-1"
+	ledger.Seal(ev, nil)
+	seqs, err := l.Append(ctx, ledger.Message{Subject: "t.at", Event: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.At(ctx, seqs[0])
+	if err != nil || string(got.GetHash()) != string(ev.GetHash()) || got.GetSubject() != "t.at" {
+		t.Fatalf("At(%d) = %v, %v; want the appended event", seqs[0], got, err)
+	}
+
+	_, rogue, _ := ed25519.GenerateKey(rand.Reader)
+	forged := testEvent("t.forged", nil)
+	forged.GatewayId = "gw-1"
+	ledger.Seal(forged, nil)
+	ledger.Sign(forged, rogue)
+	ack, err := l.js.Publish(ctx, "t.forged", mustMarshal(t, forged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.At(ctx, ack.Sequence); err == nil || errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("At of an event signed by a key not enrolled = %v, %v; want it refused", got, err)
+	}
+	if _, err := l.At(ctx, ack.Sequence+10); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("At past the stream's end: %v, want ErrNotFound", err)
 	}
 }

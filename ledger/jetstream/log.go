@@ -146,6 +146,37 @@ func (l *Log) Last(ctx context.Context, subject string) (ledger.Head, error) {
 	return ledger.Head{Seq: m.Sequence, Event: valid}, nil
 }
 
+// atTries bounds the reads of one sequence At makes: a direct get may be
+// answered by a replica that has not stored an acknowledged message yet.
+const atTries = 5
+
+// At reads the event stored at seq and verifies it for serving, as Last
+// does (decoded, its subject and its writer's signature checked);
+// ledger.ErrNotFound when the stream holds no message there (asked again a
+// few times first, in case a lagging replica answered).
+func (l *Log) At(ctx context.Context, seq uint64) (*pb.Event, error) {
+	m, err := l.stream.GetMsg(ctx, seq)
+	for try := 1; errors.Is(err, jetstream.ErrMsgNotFound) && try < atTries; try++ {
+		select {
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, ctx.Err())
+		}
+		m, err = l.stream.GetMsg(ctx, seq)
+	}
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, ledger.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, err)
+	}
+	ev, err := l.check(m.Subject, m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, err)
+	}
+	return ev, nil
+}
+
 // maxScanBack bounds how many messages of one subject lastValid reads.
 const maxScanBack = 1 << 16
 

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -20,7 +21,7 @@ import (
 var (
 	accountPrefix  = []byte("b/")  // account → 8-byte seq + 32-byte hash + account JSON (without closed operations)
 	closedPrefix   = []byte("bc/") // account "/" operation key → closed operation JSON
-	decisionPrefix = []byte("d/")  // account "/" 8-byte seq → stored event
+	decisionPrefix = []byte("d/")  // account "/" 8-byte seq → the event's 32-byte hash (before 2026-12-06: the stored event)
 	// account → 8-byte seq of the account subject's last message while it
 	// holds only quarantined ones (a new account's first decision expects it)
 	accountTipPrefix = []byte("bt/")
@@ -124,7 +125,10 @@ func (v *Views) WriteBudget(accounts map[string]keeper.Head, rows []projector.Bu
 		}
 	}
 	for _, r := range rows {
-		if err := b.Set(decisionKey(r.Account, r.Seq), r.Data, nil); err != nil {
+		if len(r.Hash) != eventHashSize {
+			return fmt.Errorf("account %s seq %d: event hash of %d bytes", r.Account, r.Seq, len(r.Hash))
+		}
+		if err := b.Set(decisionKey(r.Account, r.Seq), r.Hash, nil); err != nil {
 			return err
 		}
 	}
@@ -144,11 +148,18 @@ func decisionKey(account string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
+// eventHashSize is the length of an event's hash, a decision row's value.
+const eventHashSize = 32
+
 // ListDecisions pages through an account's events newest first. The page
 // token is the stream sequence to continue below. A commit group's
 // decisions share its sequence and are never split over two pages, so a
-// page may end with a whole group beyond size.
-func (v *Views) ListDecisions(_ context.Context, account string, before uint64, size int) ([]*pb.BudgetDecision, uint64, error) {
+// page may end with a whole group beyond size. A row holds the event's
+// hash; the event is read back from the budget stream (ReadBudgetFrom)
+// and must be the one folded. The event every decision records (its held
+// list above all, one hold per open operation) is most of the bytes the
+// views would otherwise write per decision, on every gateway.
+func (v *Views) ListDecisions(ctx context.Context, account string, before uint64, size int) ([]*pb.BudgetDecision, uint64, error) {
 	lower := key(decisionPrefix, account+"/")
 	upper := prefixEnd(lower)
 	if before > 0 {
@@ -161,15 +172,15 @@ func (v *Views) ListDecisions(_ context.Context, account string, before uint64, 
 	defer it.Close()
 	var out []*pb.BudgetDecision
 	for ok := it.Last(); ok && len(out) < size; ok = it.Prev() {
-		ev := new(pb.Event)
-		if err := proto.Unmarshal(it.Value(), ev); err != nil {
-			return nil, 0, fmt.Errorf("%w: decision row: %v", ledger.ErrCorrupt, err)
+		seq := binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:])
+		ev, err := v.decisionEvent(ctx, seq, it.Value())
+		if err != nil {
+			return nil, 0, err
 		}
 		ds, err := keeper.Decisions(ev)
 		if err != nil {
 			return nil, 0, fmt.Errorf("decision row: %w", err)
 		}
-		seq := binary.BigEndian.Uint64(it.Key()[len(it.Key())-8:])
 		for i := len(ds) - 1; i >= 0; i-- { // a commit group, newest first; a page holds it whole
 			ds[i].StreamSeq = seq
 			out = append(out, ds[i])
@@ -180,6 +191,30 @@ func (v *Views) ListDecisions(_ context.Context, account string, before uint64, 
 		next = out[len(out)-1].GetStreamSeq()
 	}
 	return out, next, it.Error()
+}
+
+// decisionEvent is the event of the decision row at seq: read back from
+// the budget stream and checked against the hash the row holds, or, in a
+// row written before rows held only the hash, the stored event itself.
+func (v *Views) decisionEvent(ctx context.Context, seq uint64, row []byte) (*pb.Event, error) {
+	if len(row) != eventHashSize {
+		ev := new(pb.Event)
+		if err := proto.Unmarshal(row, ev); err != nil {
+			return nil, fmt.Errorf("%w: decision row: %v", ledger.ErrCorrupt, err)
+		}
+		return ev, nil
+	}
+	if v.budgetAt == nil {
+		return nil, errors.New("decision row: no budget stream to read its event from")
+	}
+	ev, err := v.budgetAt(ctx, seq)
+	if err != nil {
+		return nil, fmt.Errorf("decision row: %w", err)
+	}
+	if !bytes.Equal(ev.GetHash(), row) {
+		return nil, fmt.Errorf("%w: decision row: the budget stream's event at seq %d is not the one folded", ledger.ErrCorrupt, seq)
+	}
+	return ev, nil
 }
 
 // AccountNames lists up to size budget accounts by name, in name order.

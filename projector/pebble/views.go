@@ -81,6 +81,10 @@ type Views struct {
 	// behind hears a wait for a stream sequence the views do not hold yet
 	// (set before use; nil: none), so the stream's reader can fetch it.
 	behind func(stream string, seq uint64)
+
+	// budgetAt reads a budget event back from its stream, verified (set
+	// before use by ReadBudgetFrom; nil: decision lists cannot be read).
+	budgetAt func(ctx context.Context, seq uint64) (*pb.Event, error)
 }
 
 // OnBehind makes fn hear every wait for a sequence of a stream the views
@@ -88,6 +92,15 @@ type Views struct {
 // of when it next looks). It must not block. Call it before the views are
 // read.
 func (v *Views) OnBehind(fn func(stream string, seq uint64)) { v.behind = fn }
+
+// ReadBudgetFrom gives the decision lists their events: at reads the budget
+// stream's event at a sequence and verifies it, as the ledger's reads do
+// (jetstream.Log.At). The views keep only each decision's sequence and
+// hash; a page of a list reads its events back from the stream. Call it
+// before the views are read.
+func (v *Views) ReadBudgetFrom(at func(ctx context.Context, seq uint64) (*pb.Event, error)) {
+	v.budgetAt = at
+}
 
 var (
 	_ ledger.Views    = (*Views)(nil)
