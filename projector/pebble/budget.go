@@ -208,6 +208,11 @@ func (v *Views) decisionEvent(ctx context.Context, seq uint64, row []byte) (*pb.
 		return nil, errors.New("decision row: no budget stream to read its event from")
 	}
 	ev, err := v.budgetAt(ctx, seq)
+	if errors.Is(err, ledger.ErrNotFound) {
+		// The stream denies delete and purge: a row whose event is gone
+		// is damage, not an account or decision that does not exist.
+		return nil, fmt.Errorf("%w: decision row: the budget stream holds no event at seq %d", ledger.ErrCorrupt, seq)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decision row: %w", err)
 	}

@@ -78,6 +78,10 @@ func TestDecisionRowsReadBackFromTheStream(t *testing.T) {
 	if _, _, err := v.ListDecisions(ctx, "acme", 0, 10); !errors.Is(err, ledger.ErrCorrupt) {
 		t.Fatalf("another event at the row's seq: %v, want ErrCorrupt", err)
 	}
+	delete(stream, 2) // gone from the stream (it denies delete and purge): damage, not "not found"
+	if _, _, err := v.ListDecisions(ctx, "acme", 0, 10); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Fatalf("the row's event missing from the stream: %v, want ErrCorrupt", err)
+	}
 	stream[2] = decision("op-2", 2)
 
 	// A row of the earlier layout, the whole stored event, reads as before.
