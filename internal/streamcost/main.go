@@ -4,12 +4,15 @@
 // publishes in flight at once (embedded server in a temp dir, fsync on
 // every write, as the gateway runs it). It prints
 // medians. With -streams it measures how several streams' publishes go
-// in parallel, against as many bare files' fsyncs. With -plain it only
+// in parallel, against as many bare files' fsyncs; with -files only the
+// bare files (-prealloc: into files allocated first, as a store that
+// preallocated its blocks would write). With -plain it only
 // sends plain publishes one after another for that long, for watching
 // the system calls:
 //
 //	go run ./internal/streamcost
 //	go run ./internal/streamcost -streams 1,4,16
+//	go run ./internal/streamcost -files 1 -size 400 [-prealloc]
 //	go build -o /tmp/streamcost ./internal/streamcost && strace -f -c -e trace=fsync,fdatasync,write,pwrite64 /tmp/streamcost -plain 2s
 package main
 
@@ -25,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -38,8 +42,16 @@ func main() {
 	size := flag.Int("size", 700, "bytes per message (a signed event is 500–900)")
 	rounds := flag.Int("rounds", 100, "batches per size measured")
 	streams := flag.String("streams", "", "instead: plain publishes from one caller per stream for 2 s, over these stream counts (comma-separated), one shared connection and one per stream; then the same counts of bare files, one writer each appending and fsyncing")
+	files := flag.String("files", "", "instead: only the bare files of -streams, over these file counts (comma-separated)")
+	flag.BoolVar(&prealloc, "prealloc", false, "with -files: allocate each file's space first (fallocate), so a sync writes no size change")
 	flag.BoolVar(&noSublistCache, "no-sublist-cache", false, "run the server without its subject match cache (the gateway's embedded server runs with it)")
 	flag.Parse()
+	if *files != "" {
+		if err := bareFiles(*files, *size); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *streams != "" {
 		if err := parallel(*streams, *size); err != nil {
 			log.Fatal(err)
@@ -51,7 +63,50 @@ func main() {
 	}
 }
 
-var noSublistCache bool
+var (
+	noSublistCache bool
+	prealloc       bool
+)
+
+// counts reads a comma-separated list of counts for flag name.
+func counts(name, list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-%s: %q is not a count", name, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// bareFiles prints fsyncFiles for each count, with the CPU time (user and
+// system: a sync's journal commit is the kernel's work) per sync.
+func bareFiles(list string, size int) error {
+	ns, err := counts("files", list)
+	if err != nil {
+		return err
+	}
+	for _, n := range ns {
+		cpu0 := cpuTime()
+		rate, err := fsyncFiles(n, make([]byte, size))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%2d bare files, one writer each      %6d fsyncs/s  %4d µs CPU per sync\n", n, rate, (cpuTime()-cpu0).Microseconds()/max(2*rate, 1))
+	}
+	return nil
+}
+
+// cpuTime is this process's CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // server starts the embedded server (sync always) in a temp dir; stop
 // shuts it down and removes the dir.
@@ -77,13 +132,13 @@ func server() (ns *natsserver.Server, stop func(), err error) {
 // parallel measures plain compare-and-set publishes from one caller per
 // stream, each waiting for its acknowledgement, for 2 s: how far several
 // streams' fsyncs go in parallel at the server.
-func parallel(counts string, size int) error {
+func parallel(list string, size int) error {
 	payload := make([]byte, size)
-	for _, f := range strings.Split(counts, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-streams: %q is not a stream count", f)
-		}
+	ns, err := counts("streams", list)
+	if err != nil {
+		return err
+	}
+	for _, n := range ns {
 		for _, perStream := range []bool{false, true} {
 			ns, stop, err := server()
 			if err != nil {
@@ -162,6 +217,14 @@ func fsyncFiles(n int, payload []byte) (int64, error) {
 			return 0, err
 		}
 		defer f.Close()
+		if prealloc {
+			if err := syscall.Fallocate(int(f.Fd()), 0, 0, 64<<20); err != nil {
+				return 0, err
+			}
+			if err := f.Sync(); err != nil {
+				return 0, err
+			}
+		}
 		wg.Go(func() {
 			for time.Now().Before(until) {
 				if _, err := f.Write(payload); err != nil {
