@@ -7,7 +7,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -245,42 +244,11 @@ func readEnrollRecords(ctx context.Context, nc *nats.Conn, meta jetstream.Stream
 // leaderNextMsg is the first message on filter at or after seq, as the
 // stream's leader holds it (nil: none).
 func leaderNextMsg(ctx context.Context, nc *nats.Conn, stream, filter string, seq uint64) (*trust.StoredRecord, error) {
-	req, err := json.Marshal(struct {
-		Seq        uint64 `json:"seq"`
-		NextBySubj string `json:"next_by_subj"`
-	}{seq, filter})
-	if err != nil {
+	m, err := ljs.LeaderMsg(ctx, nc, stream, seq, filter)
+	if m == nil || err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, leaderGetWait)
-	defer cancel()
-	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, fmt.Errorf("get %s from %d: %w", filter, seq, err)
-	}
-	var r struct {
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Data []byte `json:"data"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, fmt.Errorf("get %s from %d: unreadable answer: %w", filter, seq, err)
-	}
-	switch {
-	case r.Error != nil && r.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
-		return nil, nil
-	case r.Error != nil:
-		return nil, fmt.Errorf("get %s from %d: %w", filter, seq, &jetstream.APIError{Code: r.Error.Code, ErrorCode: jetstream.ErrorCode(r.Error.ErrCode), Description: r.Error.Description})
-	case r.Message == nil:
-		return nil, fmt.Errorf("get %s from %d: an answer without a message", filter, seq)
-	}
-	return &trust.StoredRecord{Seq: r.Message.Seq, Data: r.Message.Data}, nil
+	return &trust.StoredRecord{Seq: m.Seq, Data: m.Data}, nil
 }
 
 // replicaNextMsg is leaderNextMsg answered by any replica (a direct get).
@@ -294,11 +262,6 @@ func replicaNextMsg(ctx context.Context, meta jetstream.Stream, filter string, s
 	}
 	return &trust.StoredRecord{Seq: m.Sequence, Data: m.Data}, nil
 }
-
-// leaderGetWait bounds one get from the leader: without a leader (an
-// election) it may not be answered at all, and the replicas' answer must
-// still fit in the caller's time (a key look-up has 2 s).
-const leaderGetWait = time.Second
 
 func readRecords(ctx context.Context, meta jetstream.Stream, filter string) ([]*pb.SignedRecord, error) {
 	info, err := meta.Info(ctx, jetstream.WithSubjectFilter(filter))

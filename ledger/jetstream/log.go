@@ -146,31 +146,33 @@ func (l *Log) Last(ctx context.Context, subject string) (ledger.Head, error) {
 	return ledger.Head{Seq: m.Sequence, Event: valid}, nil
 }
 
-// atTries bounds the reads of one sequence At makes: a direct get may be
-// answered by a replica that has not stored an acknowledged message yet.
-const atTries = 5
-
 // At reads the event stored at seq and verifies it for serving, as Last
-// does (decoded, its subject and its writer's signature checked);
-// ledger.ErrNotFound when the stream holds no message there (asked again a
-// few times first, in case a lagging replica answered).
+// does (decoded, its subject and its writer's signature checked). It asks
+// any replica first (a direct get, served where the caller is); a
+// replica's "no such message" is asked again of the stream's leader, since
+// a replica serves direct gets before it has caught up, and only the
+// leader's answer makes it ledger.ErrNotFound. Without a leader (an
+// election) that is an error, not "not found".
 func (l *Log) At(ctx context.Context, seq uint64) (*pb.Event, error) {
+	var subject string
+	var data []byte
 	m, err := l.stream.GetMsg(ctx, seq)
-	for try := 1; errors.Is(err, jetstream.ErrMsgNotFound) && try < atTries; try++ {
-		select {
-		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, ctx.Err())
+	switch {
+	case err == nil:
+		subject, data = m.Subject, m.Data
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		lm, err := LeaderMsg(ctx, l.nc, l.name, seq, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s seq %d: a replica holds none, the leader did not answer: %w", l.name, seq, err)
 		}
-		m, err = l.stream.GetMsg(ctx, seq)
-	}
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, ledger.ErrNotFound)
-	}
-	if err != nil {
+		if lm == nil {
+			return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, ledger.ErrNotFound)
+		}
+		subject, data = lm.Subject, lm.Data
+	default:
 		return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, err)
 	}
-	ev, err := l.check(m.Subject, m.Data)
+	ev, err := l.check(subject, data)
 	if err != nil {
 		return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, err)
 	}

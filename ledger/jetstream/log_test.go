@@ -426,3 +426,52 @@ func resendOnce(t *testing.T, url, credsDir string, replicas int, wantMsgs int32
 	id, _ = firstID.Load().(string)
 	return seqs, s.CachedInfo().State.Msgs, id, appendErr
 }
+
+// A replica serves direct gets before it has caught up, so its "no such
+// message" for an event just stored is not final. Here most members of the
+// stream's direct-get queue group hold nothing: mirrors that answer direct
+// gets for it (MirrorDirect) but copy none of its messages, as lagging
+// replicas would (a server picks a member at random). At still reads the
+// event every time, from the stream's leader when a mirror said "none", and
+// calls ledger.ErrNotFound only what the leader does not hold.
+func TestAtAsksTheLeaderWhenAReplicaHoldsNothing(t *testing.T) {
+	ctx := context.Background()
+	l := openTestLog(t, Options{})
+	// A mirror joins the queue group once it has copied a message.
+	if _, err := l.Append(ctx, msg("t.copied", 0)); err != nil {
+		t.Fatal(err)
+	}
+	const laggards = 10
+	for i := range laggards {
+		_, err := l.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: fmt.Sprintf("LAGGARD_%d", i), Storage: jetstream.MemoryStorage, MirrorDirect: true,
+			Mirror: &jetstream.StreamSource{Name: testSpec.Name, FilterSubject: "t.copied"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seqs, err := l.Append(ctx, msg("t.at", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The premise: direct gets now often come back empty.
+	var empty int
+	for deadline := time.Now().Add(10 * time.Second); empty == 0 && time.Now().Before(deadline); {
+		if _, err := l.Stream().GetMsg(ctx, seqs[0]); errors.Is(err, jetstream.ErrMsgNotFound) {
+			empty++
+		}
+	}
+	if empty == 0 {
+		t.Fatal("no direct get came back empty: the mirrors do not answer them (the test's premise)")
+	}
+	for range 20 {
+		got, err := l.At(ctx, seqs[0])
+		if err != nil || got.GetSubject() != "t.at" {
+			t.Fatalf("At(%d) with lagging replicas = %v, %v; want the stored event", seqs[0], got, err)
+		}
+	}
+	if _, err := l.At(ctx, seqs[0]+5); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("At past the stream's end: %v, want ErrNotFound (the leader holds none)", err)
+	}
+}
