@@ -163,7 +163,7 @@ func (l *Log) At(ctx context.Context, seq uint64) (*pb.Event, error) {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		lm, err := LeaderMsg(ctx, l.nc, l.name, seq, "")
 		if err != nil {
-			return nil, fmt.Errorf("%s seq %d: a replica holds none, the leader did not answer: %w", l.name, seq, err)
+			return nil, fmt.Errorf("%s seq %d: a replica holds none; asking the leader: %w", l.name, seq, err)
 		}
 		if lm == nil {
 			return nil, fmt.Errorf("%s seq %d: %w", l.name, seq, ledger.ErrNotFound)
