@@ -19,7 +19,7 @@ type StoredMsg struct {
 
 // LeaderGetWait bounds one get from a stream's leader: without a leader
 // (an election) it may not be answered at all, and a caller's fallback must
-// still fit in its time.
+// still fit in its time (an enrolment look-up has 2 s).
 const LeaderGetWait = time.Second
 
 // LeaderMsg reads a message from the stream's leader
