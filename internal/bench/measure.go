@@ -9,8 +9,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/portcullis-dev/portcullis/internal/benchkit"
 )
 
 // Cell is one measured point: a series at one concurrency.
@@ -91,15 +92,6 @@ func medianCell(rounds []Cell) Cell {
 	return out
 }
 
-// cpuTime is this process's CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func (c *Cell) setCPU(cpu time.Duration) {
 	if c.Ops > 0 {
 		c.CPUPerOp = float64(cpu.Microseconds()) / float64(c.Ops)
@@ -147,10 +139,10 @@ func measureFor(ctx context.Context, series string, callers int, warm, dur time.
 		return Cell{}, err
 	}
 	counting.Store(true)
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), benchkit.CPUTime()
 	time.Sleep(dur)
 	stop.Store(true)
-	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	elapsed, cpu := time.Since(start), benchkit.CPUTime()-cpu0
 	stopProfile()
 	wg.Wait()
 	for _, err := range errs {
@@ -181,7 +173,7 @@ func measureCount(ctx context.Context, callers, n int, op func(ctx context.Conte
 	lat := make([][]time.Duration, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), benchkit.CPUTime()
 	for c := range callers {
 		wg.Add(1)
 		go func() {
@@ -201,7 +193,7 @@ func measureCount(ctx context.Context, callers, n int, op func(ctx context.Conte
 		}()
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	elapsed, cpu := time.Since(start), benchkit.CPUTime()-cpu0
 	for _, err := range errs {
 		if err != nil {
 			return Cell{}, err

@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"github.com/portcullis-dev/portcullis/internal/benchkit"
 )
 
 func main() {
@@ -89,23 +90,14 @@ func bareFiles(list string, size int) error {
 		return err
 	}
 	for _, n := range ns {
-		cpu0 := cpuTime()
+		cpu0 := benchkit.CPUTime()
 		rate, err := fsyncFiles(n, make([]byte, size))
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%2d bare files, one writer each      %6d fsyncs/s  %4d µs CPU per sync\n", n, rate, (cpuTime()-cpu0).Microseconds()/max(2*rate, 1))
+		fmt.Printf("%2d bare files, one writer each      %6d fsyncs/s  %4d µs CPU per sync\n", n, rate, (benchkit.CPUTime()-cpu0).Microseconds()/max(rate*int64(fsyncWindow/time.Second), 1))
 	}
 	return nil
-}
-
-// cpuTime is this process's CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // server starts the embedded server (sync always) in a temp dir; stop
@@ -199,8 +191,12 @@ func parallel(list string, size int) error {
 	return nil
 }
 
+// fsyncWindow is how long fsyncFiles writes.
+const fsyncWindow = 2 * time.Second
+
 // fsyncFiles appends payload to each of n files and fsyncs it, one writer
-// per file, for 2 s: what the disk gives that many streams' stores.
+// per file, for fsyncWindow: what the disk gives that many streams'
+// stores, in fsyncs per second.
 func fsyncFiles(n int, payload []byte) (int64, error) {
 	dir, err := os.MkdirTemp("", "streamcost")
 	if err != nil {
@@ -210,7 +206,7 @@ func fsyncFiles(n int, payload []byte) (int64, error) {
 	var ops atomic.Int64
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	until := time.Now().Add(2 * time.Second)
+	until := time.Now().Add(fsyncWindow)
 	for i := range n {
 		f, err := os.Create(fmt.Sprintf("%s/%d", dir, i))
 		if err != nil {
@@ -240,7 +236,7 @@ func fsyncFiles(n int, payload []byte) (int64, error) {
 		})
 	}
 	wg.Wait()
-	return ops.Load() / 2, errors.Join(errs...)
+	return ops.Load() / int64(fsyncWindow/time.Second), errors.Join(errs...)
 }
 
 func run(plainFor time.Duration, size, rounds int) error {
