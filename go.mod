@@ -109,3 +109,8 @@ tool (
 // json.Unmarshal decodes without a 32 KiB read buffer per call):
 // third_party/go-sdk/PORTCULLIS.md says what and why, and how to drop it.
 replace github.com/modelcontextprotocol/go-sdk => ./third_party/go-sdk
+
+// nats-server v2.15.2 with group commit of plain publishes on one-replica
+// streams (one sync for the messages its stream loop pops together);
+// third_party/nats-server/PORTCULLIS.md says what and why, and how to drop it.
+replace github.com/nats-io/nats-server/v2 => ./third_party/nats-server

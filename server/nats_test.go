@@ -2,12 +2,19 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/internal/freeport"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
 )
@@ -34,6 +41,86 @@ func TestEmbeddedServerSyncsEveryWrite(t *testing.T) {
 		if cfg.SyncAlways == unsafe {
 			t.Fatalf("--unsafe-no-fsync=%v: the embedded JetStream runs with sync_always=%v", unsafe, cfg.SyncAlways)
 		}
+	}
+}
+
+// The embedded server is nats-server with group commit
+// (third_party/nats-server): plain publishes its stream loop takes together
+// are synced once, and each is acknowledged as before. Many writers chain
+// compare-and-set publishes on their own subjects; each also sends one
+// whose condition is stale. Every acknowledgement must name the message's
+// own sequence, every stale one must be refused, the stream must hold
+// exactly what was acknowledged, and some publishes must have shared a sync
+// (PlainGroupCommits exists only in the patched server).
+func TestEmbeddedServerSyncsPlainPublishesTogether(t *testing.T) {
+	_, nc := natstest.Start(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST_EVENTS", Subjects: []string{"grp.>"}, Storage: jetstream.FileStorage, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, _ := natsserver.PlainGroupCommits()
+	const writers, each = 32, 20
+	acked := make([][]uint64, writers)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subj := fmt.Sprintf("grp.w%d", w)
+			var last uint64
+			for i := range each {
+				ack, err := js.Publish(ctx, subj, fmt.Appendf(nil, "%d/%d", w, i), jetstream.WithExpectLastSequencePerSubject(last))
+				if err != nil {
+					errs <- fmt.Errorf("%s #%d: %w", subj, i, err)
+					return
+				}
+				acked[w] = append(acked[w], ack.Sequence)
+				last = ack.Sequence
+			}
+			_, err := js.Publish(ctx, subj, []byte("stale"), jetstream.WithExpectLastSequencePerSubject(last-1))
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+				errs <- fmt.Errorf("%s: a stale condition got %v", subj, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for w, seqs := range acked {
+		for i, seq := range seqs {
+			if seen[seq] {
+				t.Fatalf("sequence %d acknowledged twice", seq)
+			}
+			seen[seq] = true
+			m, err := stream.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatalf("acknowledged sequence %d: %v", seq, err)
+			}
+			if want := fmt.Sprintf("%d/%d", w, i); m.Subject != fmt.Sprintf("grp.w%d", w) || string(m.Data) != want {
+				t.Fatalf("sequence %d holds %s %q, acknowledged as grp.w%d %q", seq, m.Subject, m.Data, w, want)
+			}
+		}
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != writers*each || info.State.LastSeq != writers*each {
+		t.Fatalf("the stream holds %d messages up to %d, %d were acknowledged", info.State.Msgs, info.State.LastSeq, writers*each)
+	}
+	if after, _ := natsserver.PlainGroupCommits(); after == groups {
+		t.Fatal("no two of the publishes shared a sync")
 	}
 }
 

@@ -310,17 +310,11 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	if err := g.nats.ensureLanes(ctx, replicas, g.Lanes, g.log); err != nil {
 		return nil, err
 	}
-	// The lanes' atomic batches are staged in memory (staging.go); a lane
-	// staged so groups its decisions from fewer pending on.
+	// The lanes' atomic batches are staged in memory (staging.go).
 	g.staging = o.BatchStaging
-	pipeline := make([]int, g.Lanes.Count())
-	for k := range pipeline {
-		staged, err := g.StageInMemory(ledger.LaneStream(k))
-		if err != nil {
+	for k := range g.Lanes.Count() {
+		if _, err := g.StageInMemory(ledger.LaneStream(k)); err != nil {
 			return nil, err
-		}
-		if staged {
-			pipeline[k] = ljs.PipelineStagedInMemory
 		}
 	}
 	signer := ljs.NewGroupSigner(signKey) // one for every lane: groups signed at once share a signature
@@ -333,14 +327,14 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 		feeds[ledger.LaneStream(k)] = ljs.NewFeed()
 	}
 	feeds[keeper.Stream], feeds[mcp.SessionsStream] = ljs.NewFeed(), ljs.NewFeed()
-	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer, Feed: feeds[ledger.ExecutionsStream], Pipeline: pipeline[0]})
+	g.jsLog, err = ljs.Open(ctx, g.nats.conn, ljs.StreamSpec{Name: ledger.ExecutionsStream, Description: streamDescriptions[ledger.ExecutionsStream], Subjects: ledger.ExecutionsSubjects, Replicas: replicas}, ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(ledger.ExecutionsStream), GroupSigner: signer, Feed: feeds[ledger.ExecutionsStream]})
 	if err != nil {
 		return nil, err
 	}
 	g.laneLogs = []*ljs.Log{g.jsLog}
 	for k := 1; k < g.Lanes.Count(); k++ {
 		name := ledger.LaneStream(k)
-		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSigner: signer, Feed: feeds[name], Pipeline: pipeline[k]})
+		l, err := ljs.Open(ctx, g.nats.conn, laneSpec(k, replicas), ljs.Options{Logger: g.log, Keys: g.Keyring, OnCommit: g.Metrics.OnCommit(name), GroupSigner: signer, Feed: feeds[name]})
 		if err != nil {
 			return nil, err
 		}

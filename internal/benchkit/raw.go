@@ -44,9 +44,7 @@ const (
 	// Grouped: each stream's committer takes what is pending (never more
 	// than there are callers) and sends it as one atomic batch, or as
 	// pipelined plain publishes when the ledger's pipeline or fewer are
-	// pending (ledgerjs.PipelineMax, or ledgerjs.PipelineStagedInMemory for
-	// a stream whose batches are staged in memory), as the ledger's
-	// committer.
+	// pending (ledgerjs.PipelineMax), as the ledger's committer.
 	Grouped Mode = "grouped"
 )
 
@@ -90,21 +88,16 @@ func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode, 
 			r.Close()
 			return nil, fmt.Errorf("create raw stream: %w", err)
 		}
-		pipeline := ledgerjs.PipelineMax
 		if stage != nil {
-			staged, err := stage("RAW" + strconv.Itoa(s))
-			if err != nil {
+			if _, err := stage("RAW" + strconv.Itoa(s)); err != nil {
 				r.Close()
 				return nil, err
-			}
-			if staged {
-				pipeline = ledgerjs.PipelineStagedInMemory
 			}
 		}
 		q := make(chan rawReq, callers)
 		r.queues = append(r.queues, q)
 		for range rawWorkers {
-			go rawCommit(nc, q, callers, pipeline, r.quit)
+			go rawCommit(nc, q, callers, ledgerjs.PipelineMax, r.quit)
 		}
 	}
 	return r, nil

@@ -65,15 +65,14 @@ const (
 
 // PipelineMax is how many single-message decisions the committer keeps in
 // flight as plain publishes by default: a group of no more goes out plain,
-// a larger one as an atomic batch. The raw ceiling (internal/benchkit)
-// sends the same way.
+// a larger one as an atomic batch. The embedded server syncs the plain
+// publishes its stream loop takes together once (third_party/nats-server),
+// so a few pipelined publishes share a sync without an atomic batch's
+// staging; larger groups still pay for one batch's fixed cost with less CPU
+// per decision (one acknowledgement, one goroutine). Measured against 4 and
+// unlimited in docs/performance.md ("Plain publishes synced together").
+// The raw ceiling (internal/benchkit) sends the same way.
 const PipelineMax = 16
-
-// PipelineStagedInMemory is the pipeline of a stream whose atomic batches
-// the server stages in memory (Options.Pipeline): a batch then costs about
-// one fsync, so it pays from a handful of decisions on. Measured against
-// 2, 8 and 16 in docs/performance.md ("Batches staged in memory").
-const PipelineStagedInMemory = 4
 
 var errClosed = errors.New("ledger log closed")
 

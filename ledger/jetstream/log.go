@@ -61,8 +61,7 @@ type Options struct {
 	Feed *Feed
 	// Pipeline is how many single-message decisions may be in flight as
 	// plain publishes before a group goes out as an atomic batch (default
-	// PipelineMax; PipelineStagedInMemory where the server stages batches
-	// in memory).
+	// PipelineMax).
 	Pipeline int
 }
 
