@@ -313,7 +313,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	// The lanes' atomic batches are staged in memory (staging.go).
 	g.staging = o.BatchStaging
 	for k := range g.Lanes.Count() {
-		if _, err := g.StageInMemory(ledger.LaneStream(k)); err != nil {
+		if err := g.StageInMemory(ledger.LaneStream(k)); err != nil {
 			return nil, err
 		}
 	}

@@ -92,25 +92,25 @@ func checkStaging(mode string) error {
 }
 
 // stageInMemory points the embedded server's batch staging of stream at a
-// tmpfs directory. It reports false, and stages nothing, where there is no
-// embedded server, no tmpfs, or the stream's batches directory already
+// tmpfs directory. It stages nothing (the server stages on disk) where there
+// is no embedded server, no tmpfs, or the stream's batches directory already
 // exists as a real directory (a batch may be staged there right now).
-func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
+func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) error {
 	if n.server == nil {
-		return false, nil
+		return nil
 	}
 	cfg := n.server.JetStreamConfig()
 	acc := n.server.GlobalAccount()
 	if cfg == nil || acc == nil {
-		return false, nil
+		return nil
 	}
 	if !isTmpfs(stagingRoot) {
 		lg.Debug("atomic batches staged on disk: no tmpfs", "dir", stagingRoot)
-		return false, nil
+		return nil
 	}
 	streamDir := filepath.Join(cfg.StoreDir, acc.GetName(), "streams", stream)
 	if _, err := os.Stat(streamDir); err != nil {
-		return false, fmt.Errorf("stage %s in memory: %w", stream, err)
+		return fmt.Errorf("stage %s in memory: %w", stream, err)
 	}
 	link := filepath.Join(streamDir, "batches")
 	sum := sha256.Sum256([]byte(link))
@@ -118,17 +118,17 @@ func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
 	n.stage.sweep.Do(func() { sweepOrphans(lg) })
 	if err := makeStagingDir(dir, link); err != nil {
 		lg.Warn("atomic batches staged on disk: no staging directory of ours on the tmpfs", "stream", stream, "err", err)
-		return false, nil
+		return nil
 	}
 	switch target, err := os.Readlink(link); {
 	case err == nil && target == dir:
 		// Linked already (the server removes the link at its start, so
 		// by this process: the stream staged twice).
 	case err == nil:
-		return false, fmt.Errorf("stage %s in memory: %s points at %s, not %s", stream, link, target, dir)
+		return fmt.Errorf("stage %s in memory: %s points at %s, not %s", stream, link, target, dir)
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.Symlink(dir, link); err != nil {
-			return false, fmt.Errorf("stage %s in memory: %w", stream, err)
+			return fmt.Errorf("stage %s in memory: %w", stream, err)
 		}
 	default:
 		// A real directory: the server made it, and may be staging a
@@ -136,7 +136,7 @@ func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
 		// reach a batch staged in dir any more.
 		_ = os.RemoveAll(dir)
 		lg.Info("atomic batches staged on disk until the next start", "stream", stream, "dir", link)
-		return false, nil
+		return nil
 	}
 	n.stage.mu.Lock()
 	if n.stage.dirs == nil {
@@ -148,17 +148,17 @@ func (n *natsConn) stageInMemory(stream string, lg *slog.Logger) (bool, error) {
 		n.stage.quit, n.stage.done = make(chan struct{}), make(chan struct{})
 		go n.stage.heal()
 	})
-	return true, nil
+	return nil
 }
 
 // StageInMemory stages the atomic batches of stream, one the gateway's
 // embedded server holds but the ledger does not own (the benchmarks' raw
-// ceiling), as the gateway stages its execution streams' (see above). It
-// reports whether it did: not with --batch-staging disk, an outside NATS,
-// or no tmpfs.
-func (g *Gateway) StageInMemory(stream string) (bool, error) {
+// ceiling), as the gateway stages its execution streams' (see above); not
+// with --batch-staging disk, an outside NATS, or no tmpfs, where the
+// server stages on disk.
+func (g *Gateway) StageInMemory(stream string) error {
 	if g.staging == StagingDisk {
-		return false, nil
+		return nil
 	}
 	return g.nats.stageInMemory(stream, g.log)
 }

@@ -69,8 +69,8 @@ type Raw struct {
 }
 
 // Stager stages a stream's atomic batches in memory, as a gateway does its
-// execution streams' (server.Gateway.StageInMemory), and reports whether it did.
-type Stager func(stream string) (bool, error)
+// execution streams' (server.Gateway.StageInMemory).
+type Stager func(stream string) error
 
 // NewRaw creates the streams on nc's JetStream (which needs the right to
 // create streams) for callers concurrent callers. stage, when set, is
@@ -89,7 +89,7 @@ func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode, 
 			return nil, fmt.Errorf("create raw stream: %w", err)
 		}
 		if stage != nil {
-			if _, err := stage("RAW" + strconv.Itoa(s)); err != nil {
+			if err := stage("RAW" + strconv.Itoa(s)); err != nil {
 				r.Close()
 				return nil, err
 			}
@@ -97,7 +97,7 @@ func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode, 
 		q := make(chan rawReq, callers)
 		r.queues = append(r.queues, q)
 		for range rawWorkers {
-			go rawCommit(nc, q, callers, ledgerjs.PipelineMax, r.quit)
+			go rawCommit(nc, q, callers, r.quit)
 		}
 	}
 	return r, nil
@@ -129,7 +129,7 @@ func (r *Raw) Append(caller int) error {
 }
 
 // rawCommit is one in-flight slot of a stream's committer.
-func rawCommit(nc *nats.Conn, q chan rawReq, callers, pipeline int, quit chan struct{}) {
+func rawCommit(nc *nats.Conn, q chan rawReq, callers int, quit chan struct{}) {
 	for {
 		var first rawReq
 		select {
@@ -147,7 +147,7 @@ func rawCommit(nc *nats.Conn, q chan rawReq, callers, pipeline int, quit chan st
 				break fill
 			}
 		}
-		if len(group) <= pipeline {
+		if len(group) <= ledgerjs.PipelineMax {
 			rawPipelined(nc, group)
 			continue
 		}

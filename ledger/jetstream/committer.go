@@ -64,7 +64,7 @@ const (
 )
 
 // PipelineMax is how many single-message decisions the committer keeps in
-// flight as plain publishes by default: a group of no more goes out plain,
+// flight as plain publishes: a group of no more goes out plain,
 // a larger one as an atomic batch. The embedded server syncs the plain
 // publishes its stream loop takes together once (third_party/nats-server),
 // so a few pipelined publishes share a sync without an atomic batch's
@@ -125,7 +125,6 @@ type committer struct {
 	onCommit    func(messages int, took time.Duration)
 	signer      *GroupSigner // nil: events come signed
 	feed        *Feed        // nil: none
-	pipeline    int          // single decisions kept in flight as plain publishes
 
 	busyMu sync.Mutex
 	busy   claims // what the group being built and the groups in flight touch (claims.go)
@@ -153,12 +152,8 @@ func newCommitter(nc *nats.Conn, opt Options) *committer {
 	if ackWait <= 0 {
 		ackWait = AckWaitMax
 	}
-	pipeline := opt.Pipeline
-	if pipeline <= 0 {
-		pipeline = PipelineMax
-	}
 	c := &committer{
-		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signer: opt.GroupSigner, feed: opt.Feed, pipeline: pipeline,
+		nc: nc, inflightMax: n, queue: make(chan *decision, queueLen), maxBatch: mb, log: lg, ackWait: ackWait, onCommit: opt.OnCommit, signer: opt.GroupSigner, feed: opt.Feed,
 		known: knownSeqs{m: make(map[string]uint64)}, busy: newClaims(), quit: make(chan struct{}),
 	}
 	if c.signer == nil {
@@ -209,10 +204,10 @@ type sent struct {
 // is pending: while fewer than inflightMax batches await their
 // acknowledgement it sends whatever is pending at once (no caller waits
 // for a batch to fill). While no batch is in flight and the group fits in
-// what remains of c.pipeline plain publishes in flight, it goes out as
+// what remains of PipelineMax plain publishes in flight, it goes out as
 // plain publishes that hold no batch slot (a few plain publishes cost the
 // server less than one atomic batch's staging); else it takes a batch slot
-// (commit pipelines up to c.pipeline single decisions, sends more as one
+// (commit pipelines up to PipelineMax single decisions, sends more as one
 // atomic batch). Beyond that, arrivals pile up into the next batch, so
 // under load no plain publish takes the server's time from a batch. The server
 // commits one stream's writes one after another, so a second batch in
@@ -221,7 +216,7 @@ type sent struct {
 func (c *committer) run() {
 	defer c.wg.Done()
 	var carry []*decision
-	done := make(chan sent, c.inflightMax+c.pipeline)
+	done := make(chan sent, c.inflightMax+PipelineMax)
 	batches, plains := 0, 0
 	for {
 		pending := len(carry) + len(c.queue)
@@ -229,7 +224,7 @@ func (c *committer) run() {
 			var group []*decision
 			group, carry = c.collect(carry)
 			if len(group) > 0 {
-				if batches > 0 || len(group) > c.pipeline-plains || !singleMessages(group) {
+				if batches > 0 || len(group) > PipelineMax-plains || !singleMessages(group) {
 					batches++
 					go func() {
 						c.sign(group)
@@ -382,12 +377,12 @@ func (c *committer) sign(batch []*decision) {
 }
 
 // commit publishes the batch and answers every decision in it. Up to
-// c.pipeline single-message decisions go out as separate pipelined
+// PipelineMax single-message decisions go out as separate pipelined
 // publishes: an atomic batch has a fixed cost at the server (its staging
 // store, about 2 ms on this machine's disk, its CPU even when staged in
 // memory) that only pays off for larger batches.
 func (c *committer) commit(batch []*decision, attempt int) {
-	if len(batch) > 1 && len(batch) <= c.pipeline && singleMessages(batch) {
+	if len(batch) > 1 && len(batch) <= PipelineMax && singleMessages(batch) {
 		var wg sync.WaitGroup
 		for _, d := range batch {
 			wg.Add(1)

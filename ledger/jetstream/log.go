@@ -59,10 +59,6 @@ type Options struct {
 	// stream's projector can fold this gateway's writes without reading
 	// them back (Source.Feed).
 	Feed *Feed
-	// Pipeline is how many single-message decisions may be in flight as
-	// plain publishes before a group goes out as an atomic batch (default
-	// PipelineMax).
-	Pipeline int
 }
 
 // Open ensures the stream and starts the group committer. Close stops it.
