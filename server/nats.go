@@ -60,8 +60,7 @@ type natsConn struct {
 	url      string
 	credsDir string // the data dir holding the embedded server's credentials
 	role     natsauth.Role
-	stage    staging // batch staging directories on a tmpfs (staging.go)
-	unlock   func()  // releases the data directory's lock (embedded server only)
+	unlock   func() // releases the data directory's lock (embedded server only)
 }
 
 // NATSStreams names every stream of the ledger and the one finance reads,
@@ -566,7 +565,6 @@ func (n *natsConn) close() {
 		n.server.Shutdown()
 		n.server.WaitForShutdown()
 	}
-	n.stage.stop()
 	if n.unlock != nil {
 		n.unlock()
 	}

@@ -82,8 +82,8 @@ type Options struct {
 	// on every write. Acknowledged writes can be lost on power loss.
 	UnsafeNoFsync bool
 	// BatchStaging is where the embedded server stages the execution
-	// streams' atomic batches: StagingMemory (a tmpfs, the default) or
-	// StagingDisk (staging.go).
+	// streams' atomic batches: StagingMemory (the default) or StagingDisk
+	// (staging.go).
 	BatchStaging string
 	GatewayID    string
 	Logger       *slog.Logger
@@ -313,9 +313,7 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	// The lanes' atomic batches are staged in memory (staging.go).
 	g.staging = o.BatchStaging
 	for k := range g.Lanes.Count() {
-		if err := g.StageInMemory(ledger.LaneStream(k)); err != nil {
-			return nil, err
-		}
+		g.StageInMemory(ledger.LaneStream(k))
 	}
 	signer := ljs.NewGroupSigner(signKey) // one for every lane: groups signed at once share a signature
 	// Each lane's projector, the budget's and the sessions' fold this

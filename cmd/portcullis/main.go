@@ -48,7 +48,7 @@ func ledgerFlags(cmd *cobra.Command, o *server.Options) {
 	f.IntVar(&o.ExecShards, "exec-shards", 0, fmt.Sprintf("execution streams a NEW ledger spreads executions over, fixed for its life (0: %d; an existing ledger keeps its recorded count and refuses a different one)", server.DefaultExecShards))
 	f.StringVar(&o.FingerprintKey, "fingerprint-key", os.Getenv("PORTCULLIS_FINGERPRINT_KEY"), "fingerprint key as 64 hex chars (default $PORTCULLIS_FINGERPRINT_KEY, else DATA_DIR/fingerprint.key)")
 	f.BoolVar(&o.NoShareKey, "no-share-fingerprint-key", false, "do not share the fingerprint key through the ledger (give it to every gateway yourself)")
-	f.StringVar(&o.BatchStaging, "batch-staging", server.StagingMemory, "where the embedded NATS server stages the execution streams' atomic batches before committing them: memory (a tmpfs, /dev/shm, where there is one) or disk; commits are fsynced either way (docs/streams.md)")
+	f.StringVar(&o.BatchStaging, "batch-staging", server.StagingMemory, "where the embedded NATS server stages the execution streams' atomic batches before committing them: memory (the embedded server keeps each batch in memory until its commit) or disk (nats-server stages it in a file store of its own); commits are fsynced either way (docs/streams.md)")
 	f.BoolVar(&o.UnsafeNoFsync, "unsafe-no-fsync", false, "UNSAFE: do not fsync every JetStream write (acknowledged writes can be lost on power loss)")
 	_ = cmd.MarkFlagRequired("data-dir")
 }

@@ -70,7 +70,7 @@ type Raw struct {
 
 // Stager stages a stream's atomic batches in memory, as a gateway does its
 // execution streams' (server.Gateway.StageInMemory).
-type Stager func(stream string) error
+type Stager func(stream string)
 
 // NewRaw creates the streams on nc's JetStream (which needs the right to
 // create streams) for callers concurrent callers. stage, when set, is
@@ -89,10 +89,7 @@ func NewRaw(ctx context.Context, nc *nats.Conn, shards, callers int, mode Mode, 
 			return nil, fmt.Errorf("create raw stream: %w", err)
 		}
 		if stage != nil {
-			if err := stage("RAW" + strconv.Itoa(s)); err != nil {
-				r.Close()
-				return nil, err
-			}
+			stage("RAW" + strconv.Itoa(s))
 		}
 		q := make(chan rawReq, callers)
 		r.queues = append(r.queues, q)

@@ -128,7 +128,7 @@ func getBatchStoreDir(storeDir, streamName, batchId string) (string, string) {
 }
 
 func newBatchStore(mset *stream, batchId string, replicas int, storage StorageType, storeDir, streamName string) (StreamStore, error) {
-	if replicas == 1 && storage == FileStorage {
+	if replicas == 1 && storage == FileStorage && !mset.srv.stagesInMemory(mset.acc.Name, streamName) {
 		bname, storeDir := getBatchStoreDir(storeDir, streamName, batchId)
 		s := mset.srv
 		fcfg := FileStoreConfig{

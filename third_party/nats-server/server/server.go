@@ -169,6 +169,9 @@ type Info struct {
 type Server struct {
 	// Fields accessed with atomic operations need to be 64-bit aligned
 	gcid uint64
+	// Portcullis patch: streams whose atomic batches are staged in memory
+	// (portcullis_staging.go).
+	portcullisMemStaging sync.Map
 	// How often user logon fails due to the issuer account not being pinned.
 	pinnedAccFail uint64
 	stats
