@@ -8,7 +8,7 @@ package server
 // everything unlinked, all in the stream's one loop. That cost a small
 // group commit more than sending its decisions as plain publishes, and it
 // was a tenth of Begin's CPU at 64 callers even on a tmpfs
-// (docs/performance.md, "Batches staged in memory"). The staging exists so
+// (docs/performance.md, "Batches staged in a memory store"). The staging exists so
 // that a commit cut short by a crash can be finished at the next start; a
 // replicated stream stages in memory.
 //
