@@ -3,6 +3,7 @@
 package server
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,5 +58,60 @@ func TestPortcullisStagesMarkedStreamsInMemory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(jsa.storeDir, streamsDir, "D", batchesDir)); err != nil {
 		t.Fatalf("the unmarked stream's batch is not in its batches directory: %v", err)
+	}
+}
+
+// A commit of a batch staged in memory cut short by a crash leaves a prefix
+// of the batch in the stream, which the next start cannot finish (nothing is
+// staged on disk): the server starts, keeps the prefix as it is, and the
+// stream takes the next message at the next sequence.
+func TestPortcullisCutBatchStagedInMemoryLeavesPrefix(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *Server {
+		t.Helper()
+		s, err := NewServer(&Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatal("server not ready")
+		}
+		return s
+	}
+	s := start()
+	acc := s.GlobalAccount()
+	mset, err := acc.addStream(&StreamConfig{Name: "M", Subjects: []string{"M.>"}, Storage: FileStorage, Replicas: 1, AllowAtomicPublish: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.StageAtomicBatchesInMemory(acc.Name, "M")
+	// What a commit leaves when the process dies after storing the first
+	// two of a batch's three messages: each carries the batch's id and
+	// sequence, none the commit header.
+	for i := 1; i <= 2; i++ {
+		hdr := genHeader(nil, JSBatchId, "cut")
+		hdr = genHeader(hdr, JSBatchSeq, fmt.Sprint(i))
+		if err := mset.processJetStreamMsg(fmt.Sprintf("M.%d", i), _EMPTY_, hdr, []byte("x"), 0, 0, nil, false, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+
+	s = start()
+	defer func() { s.Shutdown(); s.WaitForShutdown() }()
+	mset, err = s.GlobalAccount().lookupStream("M")
+	if err != nil {
+		t.Fatalf("the stream did not come back: %v", err)
+	}
+	if st := mset.state(); st.Msgs != 2 || st.LastSeq != 2 {
+		t.Fatalf("after the restart the stream holds %d messages up to %d, want the prefix of 2", st.Msgs, st.LastSeq)
+	}
+	if err := mset.processJetStreamMsg("M.next", _EMPTY_, nil, []byte("y"), 0, 0, nil, false, true); err != nil {
+		t.Fatalf("the stream refused the next message: %v", err)
+	}
+	if st := mset.state(); st.LastSeq != 3 {
+		t.Fatalf("the next message landed at %d, want 3", st.LastSeq)
 	}
 }
