@@ -70,7 +70,8 @@ const (
 // so a few pipelined publishes share a sync without an atomic batch's
 // staging; larger groups still pay for one batch's fixed cost with less CPU
 // per decision (one acknowledgement, one goroutine). Measured against 4 and
-// unlimited in docs/performance.md ("Plain publishes synced together").
+// unlimited in docs/performance.md ("Plain publishes synced together"),
+// while batches were staged on a tmpfs (not again with the memory store).
 // The raw ceiling (internal/benchkit) sends the same way.
 const PipelineMax = 16
 
@@ -379,7 +380,7 @@ func (c *committer) sign(batch []*decision) {
 // commit publishes the batch and answers every decision in it. Up to
 // PipelineMax single-message decisions go out as separate pipelined
 // publishes: an atomic batch has a fixed cost at the server (its staging
-// store, about 2 ms on this machine's disk, its CPU even when staged in
+// store, about 2 ms on this machine's disk, some CPU even when staged in
 // memory) that only pays off for larger batches.
 func (c *committer) commit(batch []*decision, attempt int) {
 	if len(batch) > 1 && len(batch) <= PipelineMax && singleMessages(batch) {

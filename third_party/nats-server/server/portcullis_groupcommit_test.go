@@ -14,15 +14,7 @@ import (
 // acknowledgements can be looked at before anything sends them.
 func groupTestStream(t *testing.T) (*stream, *fileStore, *jsOutQ) {
 	t.Helper()
-	s, err := NewServer(&Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), SyncAlways: true, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	s := portcullisTestServer(t, t.TempDir())
 	mset, err := s.GlobalAccount().addStream(&StreamConfig{Name: "G", Subjects: []string{"g.>"}, Storage: FileStorage, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -160,4 +152,21 @@ func TestPortcullisPlainInbound(t *testing.T) {
 			t.Errorf("%s: plain %v, want %v", c.name, got, c.plain)
 		}
 	}
+}
+
+// portcullisTestServer runs a server with JetStream in dir, syncing every
+// write (Portcullis's setting), stopped when the test ends (stopping it
+// earlier is allowed: Shutdown is idempotent).
+func portcullisTestServer(t *testing.T, dir string) *Server {
+	t.Helper()
+	s, err := NewServer(&Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	return s
 }

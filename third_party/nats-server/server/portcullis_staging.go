@@ -23,15 +23,14 @@ package server
 // begun from now on in memory; batches already staged stay where they are.
 // The choice lasts while the server runs.
 func (s *Server) StageAtomicBatchesInMemory(account, stream string) {
-	s.portcullisMemStaging.Store(memStagingKey(account, stream), struct{}{})
+	s.portcullisMemStaging.Store(memStagingKey{account, stream}, struct{}{})
 }
 
 // stagesInMemory reports whether stream's atomic batches are staged in memory.
 func (s *Server) stagesInMemory(account, stream string) bool {
-	_, ok := s.portcullisMemStaging.Load(memStagingKey(account, stream))
+	_, ok := s.portcullisMemStaging.Load(memStagingKey{account, stream})
 	return ok
 }
 
-func memStagingKey(account, stream string) string {
-	return account + " " + stream // names hold no spaces
-}
+// memStagingKey names a marked stream in Server.portcullisMemStaging.
+type memStagingKey struct{ account, stream string }

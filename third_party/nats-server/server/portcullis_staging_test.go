@@ -7,23 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // A stream marked with StageAtomicBatchesInMemory stages its batches in a
 // memory store and writes nothing under its batches directory; an unmarked
 // one, or the same name in another account, keeps the file store.
 func TestPortcullisStagesMarkedStreamsInMemory(t *testing.T) {
-	dir := t.TempDir()
-	s, err := NewServer(&Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	s := portcullisTestServer(t, t.TempDir())
 	acc := s.GlobalAccount()
 	add := func(name string) *stream {
 		t.Helper()
@@ -67,19 +57,7 @@ func TestPortcullisStagesMarkedStreamsInMemory(t *testing.T) {
 // stream takes the next message at the next sequence.
 func TestPortcullisCutBatchStagedInMemoryLeavesPrefix(t *testing.T) {
 	dir := t.TempDir()
-	start := func() *Server {
-		t.Helper()
-		s, err := NewServer(&Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, SyncAlways: true, NoLog: true, NoSigs: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatal("server not ready")
-		}
-		return s
-	}
-	s := start()
+	s := portcullisTestServer(t, dir)
 	acc := s.GlobalAccount()
 	mset, err := acc.addStream(&StreamConfig{Name: "M", Subjects: []string{"M.>"}, Storage: FileStorage, Replicas: 1, AllowAtomicPublish: true})
 	if err != nil {
@@ -99,8 +77,7 @@ func TestPortcullisCutBatchStagedInMemoryLeavesPrefix(t *testing.T) {
 	s.Shutdown()
 	s.WaitForShutdown()
 
-	s = start()
-	defer func() { s.Shutdown(); s.WaitForShutdown() }()
+	s = portcullisTestServer(t, dir)
 	mset, err = s.GlobalAccount().lookupStream("M")
 	if err != nil {
 		t.Fatalf("the stream did not come back: %v", err)
