@@ -216,6 +216,7 @@ type fileStore struct {
 	closing     bool
 	closed      atomic.Bool // Atomic to reduce contention on ConsumerStores.
 	fip         bool
+	heldWrites  bool // Portcullis patch: a group's writes wait for its sync (portcullis_groupcommit.go)
 	receivedAny bool
 	firstMoved  bool
 	ttls        *thw.HashWheel
@@ -8091,7 +8092,7 @@ func (fs *fileStore) writeMsgRecord(seq uint64, ts int64, subj string, hdr, msg 
 	fs.dirty++
 
 	// Ask msg block to store in write through cache.
-	err = mb.writeMsgRecord(rl, seq, subj, hdr, msg, ts, fs.fip)
+	err = mb.writeMsgRecord(rl, seq, subj, hdr, msg, ts, fs.fip && !fs.heldWrites)
 
 	return rl, err
 }

@@ -57,6 +57,7 @@ func (mset *stream) beginPlainGroup() *plainGroup {
 		return nil
 	}
 	fs.updateDurabilitySettingsLocked(true)
+	fs.holdWritesLocked(true)
 	fs.mu.Unlock()
 	return &plainGroup{mset: mset, fs: fs, replies: make(map[string]struct{})}
 }
@@ -83,6 +84,7 @@ func (g *plainGroup) commit() *plainGroup {
 	err := fs.FlushAllPending()
 	fs.mu.Lock()
 	fs.resetDurabilitySettingsLocked()
+	fs.holdWritesLocked(false)
 	fs.mu.Unlock()
 	if err != nil {
 		mset.setWriteErr(err)
@@ -115,3 +117,12 @@ func dropAcks(q *jsOutQ, replies map[string]struct{}) {
 	}
 	q.recycle(&pms)
 }
+
+// holdWritesLocked makes the store keep the messages it stores from now on
+// in their block's write cache, unwritten, while hold is set: the group's
+// sync (FlushAllPending, syncBlocks) writes each block's pending bytes with
+// one system call, then syncs them. Without it a store that flushes in place
+// writes every message with a system call of its own, one per message of a
+// group, in the stream's one loop. Readers find a held message in the write
+// cache, as a message waiting for an asynchronous flush. fs.mu held.
+func (fs *fileStore) holdWritesLocked(hold bool) { fs.heldWrites = hold }

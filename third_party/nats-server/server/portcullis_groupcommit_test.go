@@ -4,6 +4,10 @@ package server
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -169,4 +173,119 @@ func portcullisTestServer(t *testing.T, dir string) *Server {
 		t.Fatal("server not ready")
 	}
 	return s
+}
+
+// writeSyscalls is this process's count of write system calls so far
+// (syscw in /proc/self/io); the test skips where there is none.
+func writeSyscalls(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no write system call count here: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no syscw in /proc/self/io")
+	return 0
+}
+
+// The messages of a group, plain or atomic, wait in their block's write
+// cache for the group's sync, which writes them with one system call: a
+// stream's loop no longer makes one write system call per message. Stored
+// one by one (no group), each message is still written and synced on its own.
+func TestPortcullisGroupWritesOnceAtItsSync(t *testing.T) {
+	const n = 100
+	dir := t.TempDir()
+	s := portcullisTestServer(t, dir)
+	mset, err := s.GlobalAccount().addStream(&StreamConfig{Name: "W", Subjects: []string{"w.>"}, Storage: FileStorage, Replicas: 1, AllowAtomicPublish: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := mset.store.(*fileStore)
+	msg := make([]byte, 512)
+	writes := func(name string, store func()) uint64 {
+		t.Helper()
+		before := mset.state().LastSeq
+		w := writeSyscalls(t)
+		store()
+		got := writeSyscalls(t) - w
+		if st := mset.state(); st.LastSeq != before+n {
+			t.Fatalf("%s: stored up to %d, want %d", name, st.LastSeq, before+n)
+		}
+		fs.mu.RLock()
+		held := fs.heldWrites
+		fs.mu.RUnlock()
+		if held {
+			t.Fatalf("%s: the store still holds its writes after the sync", name)
+		}
+		if p := fs.lmb.pendingWriteSize(); p != 0 {
+			t.Fatalf("%s: %d bytes still unwritten after the sync", name, p)
+		}
+		return got
+	}
+
+	alone := writes("one by one", func() {
+		for i := range n {
+			if err := mset.processJetStreamMsg(fmt.Sprintf("w.a.%d", i), _EMPTY_, nil, msg, 0, 0, nil, false, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if alone < n {
+		t.Fatalf("%d messages stored one by one took %d write system calls: the count does not see them", n, alone)
+	}
+	plain := writes("plain group", func() {
+		g := mset.beginPlainGroup()
+		for i := range n {
+			g.add(_EMPTY_)
+			if err := mset.processJetStreamMsg(fmt.Sprintf("w.p.%d", i), _EMPTY_, nil, msg, 0, 0, nil, false, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.commit()
+	})
+	atomic := writes("atomic batch", func() {
+		for i := 1; i <= n; i++ {
+			hdr := genHeader(nil, JSBatchId, "w")
+			hdr = genHeader(hdr, JSBatchSeq, strconv.Itoa(i))
+			if i == n {
+				hdr = genHeader(hdr, JSBatchCommit, "1")
+			}
+			if err := mset.processJetStreamAtomicBatchMsg("w", fmt.Sprintf("w.b.%d", i), _EMPTY_, hdr, msg, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Logf("write system calls for %d messages: one by one %d, plain group %d, atomic batch %d", n, alone, plain, atomic)
+	// A few writes besides the messages' (the stream's index, another
+	// goroutine of the server) are allowed, never one per message.
+	for name, got := range map[string]uint64{"plain group": plain, "atomic batch": atomic} {
+		if got > n/4 {
+			t.Errorf("%s of %d messages: %d write system calls (one by one: %d)", name, n, got, alone)
+		}
+	}
+
+	// What the groups stored is on disk: a restart reads it back.
+	s.Shutdown()
+	s.WaitForShutdown()
+	s = portcullisTestServer(t, dir)
+	if mset, err = s.GlobalAccount().lookupStream("W"); err != nil {
+		t.Fatal(err)
+	}
+	if st := mset.state(); st.Msgs != 3*n {
+		t.Fatalf("after a restart the stream holds %d messages, want %d", st.Msgs, 3*n)
+	}
+	for _, subj := range []string{"w.p.99", "w.b.100"} {
+		sm, err := mset.store.LoadLastMsg(subj, nil)
+		if err != nil || len(sm.msg) != len(msg) {
+			t.Fatalf("after a restart %s: %v", subj, err)
+		}
+	}
 }

@@ -7957,6 +7957,7 @@ func (mset *stream) processJetStreamAtomicBatchMsg(batchId, subject, reply strin
 			coalesceSync = fs.syncAlways.Load()
 			if coalesceSync {
 				fs.updateDurabilitySettingsLocked(true)
+				fs.holdWritesLocked(true)
 			}
 			fs.mu.Unlock()
 		}
@@ -7966,6 +7967,7 @@ func (mset *stream) processJetStreamAtomicBatchMsg(batchId, subject, reply strin
 			if !durabilityReset {
 				fs.mu.Lock()
 				fs.resetDurabilitySettingsLocked()
+				fs.holdWritesLocked(false)
 				fs.mu.Unlock()
 			}
 		}()
@@ -7999,6 +8001,7 @@ func (mset *stream) processJetStreamAtomicBatchMsg(batchId, subject, reply strin
 			}
 			fs.mu.Lock()
 			fs.resetDurabilitySettingsLocked()
+			fs.holdWritesLocked(false)
 			fs.mu.Unlock()
 			durabilityReset = true
 			mset.mu.RLock()

@@ -1,0 +1,190 @@
+// Command tracestat reads an execution trace (go tool trace's input, such as
+// internal/bench -trace writes) and prints where the process's processors
+// went: per 100 ms window how many goroutines ran on average, how much of the
+// window had runnable goroutines while fewer than -procs ran, and how much
+// had none running at all; then, per kind of goroutine (named by the first
+// frame of its stacks that matches -names), its time running, in system
+// calls, runnable and waiting.
+//
+// It is its own module (golang.org/x/exp/trace is not a dependency of
+// Portcullis): go run . -procs 2 /tmp/b64.trace
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/exp/trace"
+)
+
+func main() {
+	procs := flag.Int("procs", 2, "processors (cores) the traced process had")
+	window := flag.Duration("window", 100*time.Millisecond, "width of a timeline window")
+	names := flag.String("names", "internalLoop,committer,measureFor,fedTail,readLoop,flusher", "comma-separated parts of function names that name a goroutine")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		log.Fatal("usage: tracestat [flags] TRACE")
+	}
+	f, err := os.Open(flag.Arg(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewReader(f)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := newStats(*procs, trace.Time(*window), strings.Split(*names, ","))
+	for {
+		ev, err := r.ReadEvent()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		s.event(ev)
+	}
+	s.print(os.Stdout)
+}
+
+// goroutine is what is known of one goroutine: its name and time per state.
+type goroutine struct {
+	name  string
+	since trace.Time
+	in    map[trace.GoState]trace.Time
+}
+
+// stats integrates the counts of running and runnable goroutines over time.
+type stats struct {
+	procs   int
+	width   trace.Time
+	names   []string
+	gs      map[trace.GoID]*goroutine
+	first   trace.Time
+	last    trace.Time
+	running int
+	ready   int
+	// per window: goroutine-time running, time with work waiting for a
+	// processor (ready > 0, running < procs), time with nothing running
+	busy, starved, idle map[int]trace.Time
+}
+
+func newStats(procs int, width trace.Time, names []string) *stats {
+	return &stats{procs: procs, width: width, names: names, gs: map[trace.GoID]*goroutine{},
+		busy: map[int]trace.Time{}, starved: map[int]trace.Time{}, idle: map[int]trace.Time{}}
+}
+
+func (s *stats) event(ev trace.Event) {
+	if s.first == 0 {
+		s.first = ev.Time()
+	}
+	if ev.Kind() != trace.EventStateTransition {
+		return
+	}
+	st := ev.StateTransition()
+	if st.Resource.Kind != trace.ResourceGoroutine {
+		return
+	}
+	now := ev.Time()
+	if s.last != 0 {
+		d, w := now-s.last, int((s.last-s.first)/s.width)
+		s.busy[w] += trace.Time(s.running) * d
+		if s.running < s.procs && s.ready > 0 {
+			s.starved[w] += d
+		}
+		if s.running == 0 {
+			s.idle[w] += d
+		}
+	}
+	s.last = now
+	from, to := st.Goroutine()
+	s.count(from, -1)
+	s.count(to, 1)
+
+	id := st.Resource.Goroutine()
+	g := s.gs[id]
+	if g == nil {
+		g = &goroutine{in: map[trace.GoState]trace.Time{}}
+		s.gs[id] = g
+	}
+	if g.since != 0 {
+		g.in[from] += now - g.since
+	}
+	g.since = now
+	if g.name == "" {
+		g.name = s.nameOf(st.Stack)
+	}
+}
+
+func (s *stats) count(state trace.GoState, n int) {
+	switch state {
+	case trace.GoRunning:
+		s.running += n
+	case trace.GoRunnable:
+		s.ready += n
+	}
+}
+
+func (s *stats) nameOf(stack trace.Stack) string {
+	for fr := range stack.Frames() {
+		for _, n := range s.names {
+			if strings.Contains(fr.Func, n) {
+				return fr.Func
+			}
+		}
+	}
+	return ""
+}
+
+func (s *stats) print(w io.Writer) {
+	secs := func(t trace.Time) float64 { return float64(t) / 1e9 }
+	fmt.Fprintf(w, "trace %.3f s; per %v window: processors busy (goroutines running, mean), share of the window with goroutines runnable while fewer than %d ran, share with none running\n",
+		secs(s.last-s.first), time.Duration(s.width), s.procs)
+	var sum [3]float64
+	n := int((s.last-s.first)/s.width) + 1
+	for i := range n {
+		b, st, id := float64(s.busy[i])/float64(s.width), float64(s.starved[i])/float64(s.width), float64(s.idle[i])/float64(s.width)
+		fmt.Fprintf(w, "%3d  busy %.2f  starved %.2f  idle %.2f\n", i, b, st, id)
+		sum[0], sum[1], sum[2] = sum[0]+b, sum[1]+st, sum[2]+id
+	}
+	fmt.Fprintf(w, "mean busy %.2f  starved %.2f  idle %.2f\n\n", sum[0]/float64(n), sum[1]/float64(n), sum[2]/float64(n))
+
+	type row struct {
+		name string
+		n    int
+		in   map[trace.GoState]trace.Time
+	}
+	rows := map[string]*row{}
+	for _, g := range s.gs {
+		name := g.name
+		if name == "" {
+			name = "(other)"
+		}
+		r := rows[name]
+		if r == nil {
+			r = &row{name: name, in: map[trace.GoState]trace.Time{}}
+			rows[name] = r
+		}
+		r.n++
+		for k, v := range g.in {
+			r.in[k] += v
+		}
+	}
+	sorted := make([]*row, 0, len(rows))
+	for _, r := range rows {
+		sorted = append(sorted, r)
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].in[trace.GoRunning] > sorted[j].in[trace.GoRunning] })
+	fmt.Fprintln(w, "seconds summed over goroutines: running  syscall  runnable  waiting  goroutines  name")
+	for _, r := range sorted {
+		fmt.Fprintf(w, "%8.3f %8.3f %9.3f %8.3f %6d  %s\n", secs(r.in[trace.GoRunning]), secs(r.in[trace.GoSyscall]),
+			secs(r.in[trace.GoRunnable]), secs(r.in[trace.GoWaiting]), r.n, r.name)
+	}
+}
