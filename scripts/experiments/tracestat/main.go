@@ -4,7 +4,8 @@
 // window had runnable goroutines while fewer than -procs ran, and how much
 // had none running at all; then, per kind of goroutine (named by the first
 // frame of its stacks that matches -names), its time running, in system
-// calls, runnable and waiting.
+// calls, runnable and waiting; and how much of the starved time fell while a
+// goroutine named by -syscall (the stream loop) was in a system call.
 //
 // It is its own module (golang.org/x/exp/trace is not a dependency of
 // Portcullis): go run . -procs 2 /tmp/b64.trace
@@ -26,6 +27,7 @@ import (
 func main() {
 	procs := flag.Int("procs", 2, "processors (cores) the traced process had")
 	window := flag.Duration("window", 100*time.Millisecond, "width of a timeline window")
+	inSyscall := flag.String("syscall", "internalLoop", "part of a function name: report the starved time while such a goroutine is in a system call")
 	names := flag.String("names", "internalLoop,committer,measureFor,fedTail,readLoop,flusher", "comma-separated parts of function names that name a goroutine")
 	flag.Parse()
 	if flag.NArg() != 1 {
@@ -41,6 +43,7 @@ func main() {
 		log.Fatal(err)
 	}
 	s := newStats(*procs, trace.Time(*window), strings.Split(*names, ","))
+	s.syscallName = *inSyscall
 	for {
 		ev, err := r.ReadEvent()
 		if err == io.EOF {
@@ -71,6 +74,11 @@ type stats struct {
 	last    trace.Time
 	running int
 	ready   int
+	// goroutines named by syscallName in a system call now, and the
+	// starved time while there was one
+	syscallName    string
+	inSyscall      int
+	starvedSyscall trace.Time
 	// per window: goroutine-time running, time with work waiting for a
 	// processor (ready > 0, running < procs), time with nothing running
 	busy, starved, idle map[int]trace.Time
@@ -98,6 +106,9 @@ func (s *stats) event(ev trace.Event) {
 		s.busy[w] += trace.Time(s.running) * d
 		if s.running < s.procs && s.ready > 0 {
 			s.starved[w] += d
+			if s.inSyscall > 0 {
+				s.starvedSyscall += d
+			}
 		}
 		if s.running == 0 {
 			s.idle[w] += d
@@ -120,6 +131,14 @@ func (s *stats) event(ev trace.Event) {
 	g.since = now
 	if g.name == "" {
 		g.name = s.nameOf(st.Stack)
+	}
+	if s.syscallName != "" && strings.Contains(g.name, s.syscallName) {
+		if from == trace.GoSyscall {
+			s.inSyscall--
+		}
+		if to == trace.GoSyscall {
+			s.inSyscall++
+		}
 	}
 }
 
@@ -154,7 +173,12 @@ func (s *stats) print(w io.Writer) {
 		fmt.Fprintf(w, "%3d  busy %.2f  starved %.2f  idle %.2f\n", i, b, st, id)
 		sum[0], sum[1], sum[2] = sum[0]+b, sum[1]+st, sum[2]+id
 	}
-	fmt.Fprintf(w, "mean busy %.2f  starved %.2f  idle %.2f\n\n", sum[0]/float64(n), sum[1]/float64(n), sum[2]/float64(n))
+	fmt.Fprintf(w, "mean busy %.2f  starved %.2f  idle %.2f\n", sum[0]/float64(n), sum[1]/float64(n), sum[2]/float64(n))
+	var starved trace.Time
+	for _, t := range s.starved {
+		starved += t
+	}
+	fmt.Fprintf(w, "starved %.3f s, of it %.3f s while a %s goroutine was in a system call\n\n", secs(starved), secs(s.starvedSyscall), s.syscallName)
 
 	type row struct {
 		name string

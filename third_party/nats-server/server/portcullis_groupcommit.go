@@ -56,8 +56,7 @@ func (mset *stream) beginPlainGroup() *plainGroup {
 		mset.isolateMu.Unlock()
 		return nil
 	}
-	fs.updateDurabilitySettingsLocked(true)
-	fs.holdWritesLocked(true)
+	fs.beginGroupLocked()
 	fs.mu.Unlock()
 	return &plainGroup{mset: mset, fs: fs, replies: make(map[string]struct{})}
 }
@@ -83,8 +82,7 @@ func (g *plainGroup) commit() *plainGroup {
 	mset, fs := g.mset, g.fs
 	err := fs.FlushAllPending()
 	fs.mu.Lock()
-	fs.resetDurabilitySettingsLocked()
-	fs.holdWritesLocked(false)
+	fs.endGroupLocked()
 	fs.mu.Unlock()
 	if err != nil {
 		mset.setWriteErr(err)
@@ -118,11 +116,23 @@ func dropAcks(q *jsOutQ, replies map[string]struct{}) {
 	q.recycle(&pms)
 }
 
-// holdWritesLocked makes the store keep the messages it stores from now on
-// in their block's write cache, unwritten, while hold is set: the group's
-// sync (FlushAllPending, syncBlocks) writes each block's pending bytes with
-// one system call, then syncs them. Without it a store that flushes in place
-// writes every message with a system call of its own, one per message of a
-// group, in the stream's one loop. Readers find a held message in the write
-// cache, as a message waiting for an asynchronous flush. fs.mu held.
-func (fs *fileStore) holdWritesLocked(hold bool) { fs.heldWrites = hold }
+// beginGroupLocked switches the store for a group of writes synced once
+// (a plain group, or an atomic batch's coalesced commit): no sync per write
+// (sync on flush, as upstream does for a batch), and its writes held in their
+// block's write cache, unwritten, until the group's sync (FlushAllPending,
+// syncBlocks) writes each block's pending bytes with one system call and
+// syncs them. Without the hold a store that flushes in place writes every
+// message with a system call of its own, in the stream's one loop. Readers
+// find a held message in the write cache, as one waiting for an asynchronous
+// flush. fs.mu held.
+func (fs *fileStore) beginGroupLocked() {
+	fs.updateDurabilitySettingsLocked(true)
+	fs.heldWrites = true
+}
+
+// endGroupLocked switches the store back after a group's sync (or its
+// failure): a sync and a write per message again. fs.mu held.
+func (fs *fileStore) endGroupLocked() {
+	fs.resetDurabilitySettingsLocked()
+	fs.heldWrites = false
+}

@@ -220,12 +220,12 @@ func TestPortcullisGroupWritesOnceAtItsSync(t *testing.T) {
 			t.Fatalf("%s: stored up to %d, want %d", name, st.LastSeq, before+n)
 		}
 		fs.mu.RLock()
-		held := fs.heldWrites
+		held, lmb := fs.heldWrites, fs.lmb
 		fs.mu.RUnlock()
 		if held {
 			t.Fatalf("%s: the store still holds its writes after the sync", name)
 		}
-		if p := fs.lmb.pendingWriteSize(); p != 0 {
+		if p := lmb.pendingWriteSize(); p != 0 {
 			t.Fatalf("%s: %d bytes still unwritten after the sync", name, p)
 		}
 		return got

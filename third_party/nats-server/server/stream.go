@@ -7956,8 +7956,7 @@ func (mset *stream) processJetStreamAtomicBatchMsg(batchId, subject, reply strin
 			fs.mu.Lock()
 			coalesceSync = fs.syncAlways.Load()
 			if coalesceSync {
-				fs.updateDurabilitySettingsLocked(true)
-				fs.holdWritesLocked(true)
+				fs.beginGroupLocked() // Portcullis patch: also holds the writes for the sync
 			}
 			fs.mu.Unlock()
 		}
@@ -7966,8 +7965,7 @@ func (mset *stream) processJetStreamAtomicBatchMsg(batchId, subject, reply strin
 		defer func() {
 			if !durabilityReset {
 				fs.mu.Lock()
-				fs.resetDurabilitySettingsLocked()
-				fs.holdWritesLocked(false)
+				fs.endGroupLocked() // Portcullis patch
 				fs.mu.Unlock()
 			}
 		}()
@@ -8000,8 +7998,7 @@ func (mset *stream) processJetStreamAtomicBatchMsg(batchId, subject, reply strin
 				return err
 			}
 			fs.mu.Lock()
-			fs.resetDurabilitySettingsLocked()
-			fs.holdWritesLocked(false)
+			fs.endGroupLocked() // Portcullis patch
 			fs.mu.Unlock()
 			durabilityReset = true
 			mset.mu.RLock()
