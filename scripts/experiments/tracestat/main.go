@@ -7,6 +7,13 @@
 // calls, runnable and waiting; and how much of the starved time fell while a
 // goroutine named by -syscall (the stream loop) was in a system call.
 //
+// With -timeline FROM,SPAN (milliseconds from the trace's start) it prints
+// instead every goroutine state change in that window, one a line: when (µs
+// into the window), which goroutine, from and to which state, why, and the
+// first frames outside the runtime of the goroutine's stack and of the stack
+// that caused the change. One append of one caller reads off it step by step
+// (docs/performance.md, "One append at one caller, step by step").
+//
 // It is its own module (golang.org/x/exp/trace is not a dependency of
 // Portcullis): go run . -procs 2 /tmp/b64.trace
 package main
@@ -29,6 +36,8 @@ func main() {
 	window := flag.Duration("window", 100*time.Millisecond, "width of a timeline window")
 	inSyscall := flag.String("syscall", "internalLoop", "part of a function name: report the starved time while such a goroutine is in a system call")
 	names := flag.String("names", "internalLoop,committer,measureFor,fedTail,readLoop,flusher", "comma-separated parts of function names that name a goroutine")
+	timeline := flag.String("timeline", "", "FROM,SPAN in milliseconds: print the goroutine state changes in this window instead")
+	wakes := flag.Bool("wakes", false, "print wake-up waits per waker and system call times per call site instead")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		log.Fatal("usage: tracestat [flags] TRACE")
@@ -41,6 +50,22 @@ func main() {
 	r, err := trace.NewReader(f)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *timeline != "" {
+		var from, span float64
+		if _, err := fmt.Sscanf(*timeline, "%g,%g", &from, &span); err != nil {
+			log.Fatalf("-timeline %q: want FROM,SPAN in milliseconds", *timeline)
+		}
+		if err := printTimeline(os.Stdout, r, from, span); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *wakes {
+		if err := printWakes(os.Stdout, r); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	s := newStats(*procs, trace.Time(*window), strings.Split(*names, ","))
 	s.syscallName = *inSyscall
@@ -211,4 +236,117 @@ func (s *stats) print(w io.Writer) {
 		fmt.Fprintf(w, "%8.3f %8.3f %9.3f %8.3f %6d  %s\n", secs(r.in[trace.GoRunning]), secs(r.in[trace.GoSyscall]),
 			secs(r.in[trace.GoRunnable]), secs(r.in[trace.GoWaiting]), r.n, r.name)
 	}
+}
+
+// printTimeline prints every goroutine state change from from to from+span
+// milliseconds after the trace's first event.
+func printTimeline(w io.Writer, r *trace.Reader, from, span float64) error {
+	var first trace.Time
+	for {
+		ev, err := r.ReadEvent()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if first == 0 {
+			first = ev.Time()
+		}
+		ms := float64(ev.Time()-first) / 1e6
+		if ms < from || ms > from+span || ev.Kind() != trace.EventStateTransition {
+			continue
+		}
+		st := ev.StateTransition()
+		if st.Resource.Kind != trace.ResourceGoroutine {
+			continue
+		}
+		a, b := st.Goroutine()
+		fmt.Fprintf(w, "%9.1f µs  g%-6d %-9s -> %-9s %-16s self=%s  by=%s\n", (ms-from)*1000, st.Resource.Goroutine(), a, b, st.Reason, frames(st.Stack), frames(ev.Stack()))
+	}
+}
+
+// frames names the first two frames of stack outside the runtime and the
+// standard library's internals, innermost first.
+func frames(stack trace.Stack) string {
+	var out []string
+	for fr := range stack.Frames() {
+		f := fr.Func
+		if strings.HasPrefix(f, "runtime.") || strings.HasPrefix(f, "sync.") || strings.HasPrefix(f, "internal/") || strings.HasPrefix(f, "syscall.") {
+			continue
+		}
+		out = append(out, f[strings.LastIndex(f, "/")+1:])
+		if len(out) == 2 {
+			break
+		}
+	}
+	return strings.Join(out, "<")
+}
+
+// printWakes prints how long goroutines waited for a processor after each
+// kind of wake-up, and how long each kind of system call took.
+func printWakes(w io.Writer, r *trace.Reader) error {
+	type pending struct {
+		at  trace.Time
+		key string
+	}
+	readied := map[trace.GoID]pending{}
+	inCall := map[trace.GoID]pending{}
+	waits, calls := map[string][]trace.Time{}, map[string][]trace.Time{}
+	for {
+		ev, err := r.ReadEvent()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if ev.Kind() != trace.EventStateTransition {
+			continue
+		}
+		st := ev.StateTransition()
+		if st.Resource.Kind != trace.ResourceGoroutine {
+			continue
+		}
+		id, now := st.Resource.Goroutine(), ev.Time()
+		a, b := st.Goroutine()
+		switch {
+		case a == trace.GoWaiting && b == trace.GoRunnable:
+			readied[id] = pending{now, frames(ev.Stack())}
+		case a == trace.GoRunnable && b == trace.GoRunning:
+			if p, ok := readied[id]; ok && p.key != "" {
+				waits[p.key] = append(waits[p.key], now-p.at)
+			}
+			delete(readied, id)
+		case b == trace.GoSyscall:
+			inCall[id] = pending{now, frames(st.Stack)}
+		case a == trace.GoSyscall:
+			if p, ok := inCall[id]; ok && p.key != "" {
+				calls[p.key] = append(calls[p.key], now-p.at)
+			}
+			delete(inCall, id)
+		}
+	}
+	table := func(title string, m map[string][]trace.Time) {
+		fmt.Fprintf(w, "%s\n%8s %9s %9s %9s  %s\n", title, "count", "p50 µs", "p90 µs", "mean µs", "where")
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return len(m[keys[i]]) > len(m[keys[j]]) })
+		for _, k := range keys[:min(len(keys), 25)] {
+			d := m[k]
+			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+			var sum trace.Time
+			for _, x := range d {
+				sum += x
+			}
+			us := func(t trace.Time) float64 { return float64(t) / 1e3 }
+			fmt.Fprintf(w, "%8d %9.1f %9.1f %9.1f  %s\n", len(d), us(d[len(d)/2]), us(d[len(d)*9/10]), us(sum)/float64(len(d)), k)
+		}
+		fmt.Fprintln(w)
+	}
+	table("waits for a processor after a wake-up, by waker", waits)
+	table("system calls, by call site", calls)
+	return nil
 }
