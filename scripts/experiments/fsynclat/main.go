@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command fsynclat measures what one durable append costs the disk under a
 // directory: it appends -size bytes to a fresh file and syncs it, -n times,
 // and prints the latency's p50, p90 and p99 for fdatasync, for fsync, and
@@ -7,6 +9,8 @@
 // one caller, step by step") compares the two on this project's machine.
 //
 //	go run ./scripts/experiments/fsynclat -dir /path/on/the/disk
+//
+// Linux only (fdatasync), like the machine the measurements are on.
 package main
 
 import (
