@@ -11,8 +11,12 @@
 // instead every goroutine state change in that window, one a line: when (µs
 // into the window), which goroutine, from and to which state, why, and the
 // first frames outside the runtime of the goroutine's stack and of the stack
-// that caused the change. One append of one caller reads off it step by step
-// (docs/performance.md, "One append at one caller, step by step").
+// that caused the change. With -wakes it prints instead, per waker (the
+// first frames of the stack that made a goroutine runnable), how long the
+// woken goroutines waited for a processor, and per call site how long the
+// system calls took: count, p50, p90 and mean. One append of one caller
+// reads off both (docs/performance.md, "One append at one caller, step by
+// step").
 //
 // It is its own module (golang.org/x/exp/trace is not a dependency of
 // Portcullis): go run . -procs 2 /tmp/b64.trace
@@ -69,17 +73,34 @@ func main() {
 	}
 	s := newStats(*procs, trace.Time(*window), strings.Split(*names, ","))
 	s.syscallName = *inSyscall
+	if err := goTransitions(r, s.transition); err != nil {
+		log.Fatal(err)
+	}
+	s.print(os.Stdout)
+}
+
+// goTransitions calls fn for every goroutine state change in the trace, in
+// order, with the time of the trace's first event.
+func goTransitions(r *trace.Reader, fn func(first trace.Time, ev trace.Event, st trace.StateTransition)) error {
+	var first trace.Time
 	for {
 		ev, err := r.ReadEvent()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
-		s.event(ev)
+		if first == 0 {
+			first = ev.Time()
+		}
+		if ev.Kind() != trace.EventStateTransition {
+			continue
+		}
+		if st := ev.StateTransition(); st.Resource.Kind == trace.ResourceGoroutine {
+			fn(first, ev, st)
+		}
 	}
-	s.print(os.Stdout)
 }
 
 // goroutine is what is known of one goroutine: its name and time per state.
@@ -114,17 +135,9 @@ func newStats(procs int, width trace.Time, names []string) *stats {
 		busy: map[int]trace.Time{}, starved: map[int]trace.Time{}, idle: map[int]trace.Time{}}
 }
 
-func (s *stats) event(ev trace.Event) {
-	if s.first == 0 {
-		s.first = ev.Time()
-	}
-	if ev.Kind() != trace.EventStateTransition {
-		return
-	}
-	st := ev.StateTransition()
-	if st.Resource.Kind != trace.ResourceGoroutine {
-		return
-	}
+// transition integrates the counts up to this state change, then applies it.
+func (s *stats) transition(first trace.Time, ev trace.Event, st trace.StateTransition) {
+	s.first = first
 	now := ev.Time()
 	if s.last != 0 {
 		d, w := now-s.last, int((s.last-s.first)/s.width)
@@ -241,29 +254,14 @@ func (s *stats) print(w io.Writer) {
 // printTimeline prints every goroutine state change from from to from+span
 // milliseconds after the trace's first event.
 func printTimeline(w io.Writer, r *trace.Reader, from, span float64) error {
-	var first trace.Time
-	for {
-		ev, err := r.ReadEvent()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if first == 0 {
-			first = ev.Time()
-		}
+	return goTransitions(r, func(first trace.Time, ev trace.Event, st trace.StateTransition) {
 		ms := float64(ev.Time()-first) / 1e6
-		if ms < from || ms > from+span || ev.Kind() != trace.EventStateTransition {
-			continue
-		}
-		st := ev.StateTransition()
-		if st.Resource.Kind != trace.ResourceGoroutine {
-			continue
+		if ms < from || ms > from+span {
+			return
 		}
 		a, b := st.Goroutine()
 		fmt.Fprintf(w, "%9.1f µs  g%-6d %-9s -> %-9s %-16s self=%s  by=%s\n", (ms-from)*1000, st.Resource.Goroutine(), a, b, st.Reason, frames(st.Stack), frames(ev.Stack()))
-	}
+	})
 }
 
 // frames names the first two frames of stack outside the runtime and the
@@ -293,21 +291,7 @@ func printWakes(w io.Writer, r *trace.Reader) error {
 	readied := map[trace.GoID]pending{}
 	inCall := map[trace.GoID]pending{}
 	waits, calls := map[string][]trace.Time{}, map[string][]trace.Time{}
-	for {
-		ev, err := r.ReadEvent()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if ev.Kind() != trace.EventStateTransition {
-			continue
-		}
-		st := ev.StateTransition()
-		if st.Resource.Kind != trace.ResourceGoroutine {
-			continue
-		}
+	err := goTransitions(r, func(_ trace.Time, ev trace.Event, st trace.StateTransition) {
 		id, now := st.Resource.Goroutine(), ev.Time()
 		a, b := st.Goroutine()
 		switch {
@@ -326,6 +310,9 @@ func printWakes(w io.Writer, r *trace.Reader) error {
 			}
 			delete(inCall, id)
 		}
+	})
+	if err != nil {
+		return err
 	}
 	table := func(title string, m map[string][]trace.Time) {
 		fmt.Fprintf(w, "%s\n%8s %9s %9s %9s  %s\n", title, "count", "p50 µs", "p90 µs", "mean µs", "where")
@@ -333,7 +320,12 @@ func printWakes(w io.Writer, r *trace.Reader) error {
 		for k := range m {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(i, j int) bool { return len(m[keys[i]]) > len(m[keys[j]]) })
+		sort.Slice(keys, func(i, j int) bool {
+			if a, b := len(m[keys[i]]), len(m[keys[j]]); a != b {
+				return a > b
+			}
+			return keys[i] < keys[j] // ties in a fixed order: the same 25 rows every run
+		})
 		for _, k := range keys[:min(len(keys), 25)] {
 			d := m[k]
 			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
