@@ -14,8 +14,10 @@ import "sync/atomic"
 // the sync; if the sync fails they are dropped (the publishers time out and
 // learn nothing, never a false success) and the stream takes the write
 // error. isolateMu is held for the whole run, so direct and message gets
-// never read a message before its sync (consumers may, as they may read an
-// atomic batch's messages before its sync).
+// never read a message before its sync. A consumer may load a message of
+// the run before the sync, but its delivery waits in the same outq, so it
+// too leaves only after the sync (after a failed sync it still leaves:
+// dropAcks keeps everything but the run's acknowledgements).
 type plainGroup struct {
 	mset    *stream
 	fs      *fileStore
@@ -25,6 +27,10 @@ type plainGroup struct {
 
 // Group commit counters, for tests: runs synced once, and their messages.
 var groupCommits, groupCommitMsgs atomic.Uint64
+
+// groupSyncHook, set by tests only, runs in the stream's loop just before a
+// run's sync, with the stream and the number of messages in the run.
+var groupSyncHook atomic.Pointer[func(mset *stream, msgs int)]
 
 // PlainGroupCommits reports how many runs of plain messages were synced
 // once, and how many messages they held.
@@ -80,6 +86,9 @@ func (g *plainGroup) commit() *plainGroup {
 		return nil
 	}
 	mset, fs := g.mset, g.fs
+	if h := groupSyncHook.Load(); h != nil {
+		(*h)(mset, g.msgs)
+	}
 	err := fs.FlushAllPending()
 	fs.mu.Lock()
 	fs.endGroupLocked()

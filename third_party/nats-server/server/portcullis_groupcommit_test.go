@@ -8,8 +8,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // groupTestStream runs a server with sync always and a one-replica file
@@ -286,6 +289,114 @@ func TestPortcullisGroupWritesOnceAtItsSync(t *testing.T) {
 		sm, err := mset.store.LoadLastMsg(subj, nil)
 		if err != nil || len(sm.msg) != len(msg) {
 			t.Fatalf("after a restart %s: %v", subj, err)
+		}
+	}
+}
+
+// A consumer's deliveries wait in the stream's outq, which only the stream's
+// loop sends, and the loop syncs a run of plain messages before it sends
+// anything again: a consumer may load a message of a run before the run's
+// sync (the store holds it), but nobody receives it before that sync. The
+// test holds the loop just before the first run's sync (groupSyncHook) and
+// watches a push consumer's deliveries meanwhile.
+func TestPortcullisConsumersGetARunOnlyAfterItsSync(t *testing.T) {
+	s := portcullisTestServer(t, t.TempDir())
+	mset, err := s.GlobalAccount().addStream(&StreamConfig{Name: "C", Subjects: []string{"c.>"}, Storage: FileStorage, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	deliveries := make(chan uint64, 4096)
+	if _, err := nc.Subscribe("deliver.c", func(m *nats.Msg) {
+		// $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
+		toks := strings.Split(m.Reply, ".")
+		if len(toks) < 9 {
+			t.Errorf("delivery without its metadata: reply %q", m.Reply)
+			return
+		}
+		seq, err := strconv.ParseUint(toks[5], 10, 64)
+		if err != nil {
+			t.Errorf("reply %q: %v", m.Reply, err)
+			return
+		}
+		deliveries <- seq
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mset.addConsumer(&ConsumerConfig{Durable: "watch", DeliverSubject: "deliver.c", AckPolicy: AckNone, DeliverPolicy: DeliverAll}); err != nil {
+		t.Fatal(err)
+	}
+
+	type run struct{ first, last uint64 }
+	entered, release := make(chan run, 1), make(chan struct{})
+	var once sync.Once
+	hook := func(mset *stream, msgs int) {
+		once.Do(func() {
+			last := mset.lastSeq()
+			entered <- run{last - uint64(msgs) + 1, last}
+			<-release
+		})
+	}
+	groupSyncHook.Store(&hook)
+	released := false
+	defer func() {
+		groupSyncHook.Store(nil)
+		if !released {
+			close(release)
+		}
+	}()
+
+	const n = 500
+	for i := range n {
+		if err := nc.Publish(fmt.Sprintf("c.%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var r run
+	select {
+	case r = <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no run of plain messages formed")
+	}
+	if r.last <= r.first {
+		t.Fatalf("a run of %d–%d", r.first, r.last)
+	}
+	// The loop waits before the run's sync: the consumer has been told of
+	// the run's messages (signalConsumers runs apart) and may have loaded
+	// them, but none may arrive.
+	hold := time.After(300 * time.Millisecond)
+	seen := map[uint64]bool{}
+holding:
+	for {
+		select {
+		case seq := <-deliveries:
+			if seq >= r.first {
+				t.Fatalf("message %d of the run %d–%d was delivered before the run's sync", seq, r.first, r.last)
+			}
+			seen[seq] = true
+		case <-hold:
+			break holding
+		}
+	}
+	released = true
+	close(release)
+	deadline := time.After(10 * time.Second)
+	for len(seen) < n {
+		select {
+		case seq := <-deliveries:
+			seen[seq] = true
+		case <-deadline:
+			t.Fatalf("after the sync the consumer got %d of the %d messages", len(seen), n)
 		}
 	}
 }
