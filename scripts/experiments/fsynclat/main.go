@@ -28,14 +28,15 @@ func main() {
 	n := flag.Int("n", 2000, "appends per mode")
 	size := flag.Int("size", 300, "bytes per append")
 	flag.Parse()
+	fdatasync := func(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
 	modes := []struct {
 		name    string
 		written bool // the file is written out in advance
 		sync    func(*os.File) error
 	}{
-		{"append, fdatasync", false, func(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }},
+		{"append, fdatasync", false, fdatasync},
 		{"append, fsync", false, (*os.File).Sync},
-		{"overwrite, fdatasync", true, func(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }},
+		{"overwrite, fdatasync", true, fdatasync},
 	}
 	for _, m := range modes {
 		d, err := measure(*dir, *n, *size, m.written, m.sync)
