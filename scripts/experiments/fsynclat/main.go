@@ -2,9 +2,10 @@
 
 // Command fsynclat measures what one durable append costs the disk under a
 // directory: it appends -size bytes to a fresh file and syncs it, -n times,
-// and prints the latency's p50, p90 and p99 for fdatasync, for fsync, and
-// for fdatasync of writes into a file written out in advance (no size
-// change, so no metadata to commit). A one-caller append to the ledger
+// and prints the latency's p50, p90 and p99 for fdatasync, for fsync, for
+// fdatasync of writes into a file written out in advance (no size change,
+// so no metadata to commit), and for appends into space reserved past the
+// end (fallocate KEEP_SIZE: the size still grows). A one-caller append to the ledger
 // cannot be faster than the first line; docs/performance.md ("One append at
 // one caller, step by step") compares the two on this project's machine.
 //
@@ -30,16 +31,18 @@ func main() {
 	flag.Parse()
 	fdatasync := func(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
 	modes := []struct {
-		name    string
-		written bool // the file is written out in advance
-		sync    func(*os.File) error
+		name string
+		prep prep
+		sync func(*os.File) error
 	}{
-		{"append, fdatasync", false, fdatasync},
-		{"append, fsync", false, (*os.File).Sync},
-		{"overwrite, fdatasync", true, fdatasync},
+		{"append, fdatasync", fresh, fdatasync},
+		{"append, fsync", fresh, (*os.File).Sync},
+		{"overwrite, fdatasync", written, fdatasync},
+		{"append into reserved", reserved, fdatasync},
+		{"append into reserved, fsync", reserved, (*os.File).Sync},
 	}
 	for _, m := range modes {
-		d, err := measure(*dir, *n, *size, m.written, m.sync)
+		d, err := measure(*dir, *n, *size, m.prep, m.sync)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -51,16 +54,33 @@ func main() {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// prep is what the file holds before the appends.
+type prep int
+
+const (
+	fresh    prep = iota // nothing
+	written              // zeros over the whole range, synced: no size change, no metadata
+	reserved             // the range allocated past the end (fallocate KEEP_SIZE): the size still grows
+)
+
 // measure times n writes of size bytes, each followed by sync, to a new
 // file in dir (removed after).
-func measure(dir string, n, size int, written bool, sync func(*os.File) error) ([]time.Duration, error) {
+func measure(dir string, n, size int, p prep, sync func(*os.File) error) ([]time.Duration, error) {
 	f, err := os.CreateTemp(dir, "fsynclat-*")
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if written {
+	switch p {
+	case reserved:
+		if err := syscall.Fallocate(int(f.Fd()), 1 /* FALLOC_FL_KEEP_SIZE */, 0, int64(n*size)); err != nil {
+			return nil, fmt.Errorf("fallocate: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return nil, err
+		}
+	case written:
 		if _, err := f.Write(make([]byte, n*size)); err != nil {
 			return nil, err
 		}
