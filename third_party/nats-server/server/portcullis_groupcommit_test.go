@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,6 +401,142 @@ holding:
 			seen[seq] = true
 		case <-deadline:
 			t.Fatalf("after the sync the consumer got %d of the %d messages", len(seen), n)
+		}
+	}
+}
+
+// A group's sync writes and syncs the blocks the group wrote, from the one
+// its first write went to through every roll-over, and nothing else: not
+// the store's older blocks (upstream's FlushAllPending visits each of them),
+// not the stream's state file (which FlushAllPending opens and syncs,
+// because the group switches the store to sync on flush).
+func TestPortcullisGroupSyncsOnlyItsBlocks(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := newFileStore(FileStoreConfig{StoreDir: dir, BlockSize: 1024, SyncAlways: true},
+		StreamConfig{Name: "B", Subjects: []string{"b.>"}, Storage: FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	msg := make([]byte, 200)
+	store := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, _, err := fs.StoreMsg(fmt.Sprintf("b.%d", i), nil, msg, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	store(18) // several blocks, each message synced as it was stored; room left in the last
+
+	// An older block marked as needing a sync, and the stream's state file
+	// made a directory (opening it to sync it fails): a sync that visits
+	// either one shows it.
+	fs.mu.RLock()
+	old := fs.blks[0]
+	fs.mu.RUnlock()
+	old.mu.Lock()
+	old.needSync = true
+	old.mu.Unlock()
+	state := filepath.Join(dir, msgDir, streamStreamStateFile)
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	fs.mu.Lock()
+	fs.beginGroupLocked()
+	first := fs.lmb
+	fs.mu.Unlock()
+	store(12) // rolls over into new blocks
+	fs.mu.RLock()
+	var written []*msgBlock
+	for i, mb := range fs.blks {
+		if mb == first {
+			written = fs.blks[i:]
+		}
+	}
+	fs.mu.RUnlock()
+	if len(written) < 3 {
+		t.Fatalf("the group wrote %d blocks, want a roll-over or two", len(written))
+	}
+	unsynced := func(mb *msgBlock) (pending int, needSync bool) {
+		mb.mu.RLock()
+		defer mb.mu.RUnlock()
+		return mb.pendingWriteSizeLocked(), mb.needSync
+	}
+	for i, mb := range written {
+		if p, ns := unsynced(mb); p == 0 && !ns {
+			t.Fatalf("block %d of the group is written and synced before the group's sync: nothing to check", i+1)
+		}
+	}
+
+	err = fs.flushGroup()
+	fs.mu.Lock()
+	fs.endGroupLocked()
+	fs.mu.Unlock()
+	if err != nil {
+		t.Fatalf("the group's sync: %v", err)
+	}
+	for i, mb := range written {
+		if p, ns := unsynced(mb); p != 0 || ns {
+			t.Errorf("block %d of the group after its sync: %d bytes unwritten, needs a sync: %v", i+1, p, ns)
+		}
+	}
+	if _, ns := unsynced(old); !ns {
+		t.Error("the group's sync visited a block written before the group")
+	}
+}
+
+// The sync of a group of two messages on a store of many blocks: upstream's
+// FlushAllPending (every block visited, the state file opened and synced)
+// against flushGroup (the group's blocks). Run with TMPDIR on a tmpfs to see
+// the processor's share alone.
+func BenchmarkPortcullisGroupSync(b *testing.B) {
+	for _, blocks := range []int{1, 200, 2000} {
+		for _, sync := range []string{"FlushAllPending", "flushGroup"} {
+			b.Run(fmt.Sprintf("blocks=%d/%s", blocks, sync), func(b *testing.B) {
+				fs, err := newFileStore(FileStoreConfig{StoreDir: b.TempDir(), BlockSize: 512, SyncAlways: true},
+					StreamConfig{Name: "B", Subjects: []string{"b.>"}, Storage: FileStorage})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer fs.Stop()
+				msg := make([]byte, 200)
+				for fs.numMsgBlocks() < blocks {
+					if _, _, err := fs.StoreMsg("b.x", nil, msg, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				fs.writeFullState() // the state file exists, as on a running server
+				fs.mu.Lock()
+				fs.fcfg.BlockSize = 256 << 20 // no roll-over from here on: the count stays
+				fs.mu.Unlock()
+				flush := fs.flushGroup
+				if sync == "FlushAllPending" {
+					flush = fs.FlushAllPending
+				}
+				b.ResetTimer()
+				for range b.N {
+					fs.mu.Lock()
+					fs.beginGroupLocked()
+					fs.mu.Unlock()
+					for range 2 {
+						if _, _, err := fs.StoreMsg("b.x", nil, msg, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					err := flush()
+					fs.mu.Lock()
+					fs.endGroupLocked()
+					fs.mu.Unlock()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
