@@ -216,8 +216,7 @@ type fileStore struct {
 	closing     bool
 	closed      atomic.Bool // Atomic to reduce contention on ConsumerStores.
 	fip         bool
-	heldWrites  bool      // Portcullis patch: a group's writes wait for its sync (portcullis_groupcommit.go)
-	groupFirst  *msgBlock // Portcullis patch: the block a group's first write went to (portcullis_groupcommit.go)
+	heldWrites  bool // Portcullis patch: a group's writes wait for its sync (portcullis_groupcommit.go)
 	receivedAny bool
 	firstMoved  bool
 	ttls        *thw.HashWheel

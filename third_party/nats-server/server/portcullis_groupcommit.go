@@ -3,14 +3,11 @@
 
 package server
 
-import (
-	"os"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // plainGroup is a run of consecutive plain messages that the stream's
 // internal loop popped from its inbound queue together. They are stored
-// without a sync each and synced once when the run ends (flushGroup),
+// without a sync each and synced once when the run ends (FlushAllPending),
 // as an atomic batch's messages are (coalesceSync in
 // processJetStreamAtomicBatchMsg). Their acknowledgements wait in the
 // stream's outq, which only the internal loop sends, so none leaves before
@@ -92,7 +89,7 @@ func (g *plainGroup) commit() *plainGroup {
 	if h := groupSyncHook.Load(); h != nil {
 		(*h)(mset, g.msgs)
 	}
-	err := fs.flushGroup()
+	err := fs.FlushAllPending()
 	fs.mu.Lock()
 	fs.endGroupLocked()
 	fs.mu.Unlock()
@@ -131,8 +128,8 @@ func dropAcks(q *jsOutQ, replies map[string]struct{}) {
 // beginGroupLocked switches the store for a group of writes synced once
 // (a plain group, or an atomic batch's coalesced commit): no sync per write
 // (sync on flush, as upstream does for a batch), and its writes held in their
-// block's write cache, unwritten, until the group's sync (flushGroup)
-// writes each block's pending bytes with one system call and
+// block's write cache, unwritten, until the group's sync (FlushAllPending,
+// syncBlocks) writes each block's pending bytes with one system call and
 // syncs them. Without the hold a store that flushes in place writes every
 // message with a system call of its own, in the stream's one loop. Readers
 // find a held message in the write cache, as one waiting for an asynchronous
@@ -140,7 +137,6 @@ func dropAcks(q *jsOutQ, replies map[string]struct{}) {
 func (fs *fileStore) beginGroupLocked() {
 	fs.updateDurabilitySettingsLocked(true)
 	fs.heldWrites = true
-	fs.groupFirst = fs.lmb
 }
 
 // endGroupLocked switches the store back after a group's sync (or its
@@ -148,72 +144,4 @@ func (fs *fileStore) beginGroupLocked() {
 func (fs *fileStore) endGroupLocked() {
 	fs.resetDurabilitySettingsLocked()
 	fs.heldWrites = false
-	fs.groupFirst = nil
-}
-
-// flushGroup writes and syncs what a group stored: the blocks from the one
-// its first write went to (groupFirst) to the last, which a roll-over during
-// the group may have added. Upstream's FlushAllPending (syncBlocks) visits
-// every block of the store, checks each for compaction, and then opens and
-// syncs the stream's state file, as a store that does not sync every write
-// must; a store that does, which is the only one a group runs on, syncs the
-// block it wrote and nothing else for a single write, and a group needs no
-// more (the periodic syncBlocks still does the upkeep). If groupFirst is
-// gone (a purge during the group), every block is synced.
-func (fs *fileStore) flushGroup() error {
-	fs.syncMu.Lock()
-	defer fs.syncMu.Unlock()
-	fs.mu.Lock()
-	if err := fs.werr; err != nil {
-		fs.mu.Unlock()
-		return err
-	}
-	first := 0
-	for i := len(fs.blks) - 1; i >= 0; i-- {
-		if fs.blks[i] == fs.groupFirst {
-			first = i
-			break
-		}
-	}
-	blks := append([]*msgBlock(nil), fs.blks[first:]...)
-	fs.mu.Unlock()
-
-	fail := func(err error) {
-		// A block a concurrent purge or compact removed needs no sync.
-		if !os.IsNotExist(err) {
-			fs.mu.Lock()
-			fs.setWriteErr(err)
-			fs.mu.Unlock()
-		}
-	}
-	for _, mb := range blks {
-		mb.mu.Lock()
-		if mb.closed {
-			mb.mu.Unlock()
-			continue
-		}
-		err := mb.werr
-		if err == nil {
-			_, err = mb.flushPendingMsgsLocked()
-		}
-		if err == nil && mb.needSync {
-			if err = mb.syncFile(); err == nil {
-				mb.needSync = false
-			}
-		}
-		needKeySync, kfn := err == nil && mb.needKeySync, mb.kfn
-		if needKeySync {
-			mb.needKeySync = false
-		}
-		mb.mu.Unlock()
-		if needKeySync && kfn != _EMPTY_ {
-			err = fs.syncFileAndDir(kfn)
-		}
-		if err != nil {
-			fail(err)
-		}
-	}
-	fs.mu.RLock()
-	defer fs.mu.RUnlock()
-	return fs.werr
 }

@@ -7993,7 +7993,7 @@ func (mset *stream) processJetStreamAtomicBatchMsg(batchId, subject, reply strin
 			}
 		}
 		if coalesceSync {
-			if err = fs.flushGroup(); err != nil { // Portcullis patch: FlushAllPending syncs every block
+			if err = fs.FlushAllPending(); err != nil {
 				mset.setWriteErr(err)
 				return err
 			}
