@@ -5,8 +5,8 @@
 // and prints the latency's p50, p90 and p99 for fdatasync, for fsync, for
 // fdatasync of writes into a file written out in advance (no size change,
 // so no metadata to commit), and for appends into space reserved past the
-// end (fallocate KEEP_SIZE: the size still grows). A one-caller append to the ledger
-// cannot be faster than the first line; docs/performance.md ("One append at
+// end (fallocate KEEP_SIZE: the size still grows). A one-caller append to
+// the ledger cannot be faster than the first line; docs/performance.md ("One append at
 // one caller, step by step") compares the two on this project's machine.
 //
 //	go run ./scripts/experiments/fsynclat -dir /path/on/the/disk
@@ -47,7 +47,7 @@ func main() {
 			log.Fatal(err)
 		}
 		slices.Sort(d)
-		fmt.Printf("%-22s p50 %6.1f µs  p90 %6.1f µs  p99 %6.1f µs  (%d appends of %d bytes)\n", m.name,
+		fmt.Printf("%-28s p50 %6.1f µs  p90 %6.1f µs  p99 %6.1f µs  (%d appends of %d bytes)\n", m.name,
 			us(d[len(d)/2]), us(d[len(d)*9/10]), us(d[len(d)*99/100]), *n, *size)
 	}
 }
@@ -63,6 +63,10 @@ const (
 	reserved             // the range allocated past the end (fallocate KEEP_SIZE): the size still grows
 )
 
+// fallocKeepSize is FALLOC_FL_KEEP_SIZE (linux/falloc.h), which package
+// syscall does not name.
+const fallocKeepSize = 0x1
+
 // measure times n writes of size bytes, each followed by sync, to a new
 // file in dir (removed after).
 func measure(dir string, n, size int, p prep, sync func(*os.File) error) ([]time.Duration, error) {
@@ -74,7 +78,7 @@ func measure(dir string, n, size int, p prep, sync func(*os.File) error) ([]time
 	defer f.Close()
 	switch p {
 	case reserved:
-		if err := syscall.Fallocate(int(f.Fd()), 1 /* FALLOC_FL_KEEP_SIZE */, 0, int64(n*size)); err != nil {
+		if err := syscall.Fallocate(int(f.Fd()), fallocKeepSize, 0, int64(n*size)); err != nil {
 			return nil, fmt.Errorf("fallocate: %w", err)
 		}
 		if err := f.Sync(); err != nil {
