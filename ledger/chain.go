@@ -212,6 +212,13 @@ func Sign(ev *pb.Event, key ed25519.PrivateKey) {
 	}
 }
 
+// SignEvent is Sign with p's nonces made ahead (see Presigner).
+func (p *Presigner) SignEvent(ev *pb.Event) {
+	clearSignature(ev)
+	ev.Signature = p.Sign(ev.GetHash())
+	verified.remember(ev.GetHash(), ev.Signature, p.pub)
+}
+
 // groupLabel separates a group signature's message from an event hash.
 const groupLabel = "portcullis event group v1\x00"
 

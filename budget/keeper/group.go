@@ -38,7 +38,7 @@ func (k *Keeper) pack(account string, seq uint64, prevHash []byte, decs []*pb.Bu
 			ev.Type, ev.Body = pb.EventType_EVENT_TYPE_BUDGET_GROUP, &pb.Event_BudgetChanged{BudgetChanged: &pb.BudgetDecision{Account: account, Group: part}}
 		}
 		ledger.Seal(ev, prevHash)
-		ledger.Sign(ev, k.SignKey)
+		k.signEvent(ev)
 		prevHash = ev.Hash
 		msgs = append(msgs, ledger.Message{Subject: ev.Subject, ExpectedSeq: seq, Follows: len(msgs) > 0, Event: ev})
 	}
@@ -81,4 +81,19 @@ func Decisions(ev *pb.Event) ([]*pb.BudgetDecision, error) {
 		}
 	}
 	return d.GetGroup(), nil
+}
+
+// signEvent signs a sealed event with SignKey (nothing without one),
+// through a presigner made on first use and again if SignKey changed: a
+// leader's group is signed in microseconds, its nonce made ahead.
+func (k *Keeper) signEvent(ev *pb.Event) {
+	if k.SignKey == nil {
+		return
+	}
+	p := k.signer.Load()
+	if p == nil || !p.Public().Equal(k.SignKey.Public()) {
+		p = ledger.NewPresigner(k.SignKey)
+		k.signer.Store(p)
+	}
+	p.SignEvent(ev)
 }

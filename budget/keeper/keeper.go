@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/portcullis-dev/portcullis/budget"
@@ -78,6 +79,8 @@ type Keeper struct {
 
 	// SignKey signs every event this keeper writes (nil: unsigned).
 	SignKey ed25519.PrivateKey
+	// signer signs with SignKey, its nonces made ahead (signEvent).
+	signer atomic.Pointer[ledger.Presigner]
 
 	mu      sync.Mutex
 	own     map[string]Head                     // this gateway's last write per account, folded in memory
