@@ -16,7 +16,7 @@ import (
 // event's group may then span streams, which nothing reads as a unit.
 // With one caller at a time nothing waits.
 type GroupSigner struct {
-	key *ledger.Presigner // nonces made ahead: a signature costs microseconds on the commit's path
+	presigner *ledger.Presigner // nonces made ahead: a signature costs microseconds on the commit's path
 
 	mu      sync.Mutex
 	busy    bool        // a signature is being made
@@ -38,7 +38,7 @@ func NewGroupSigner(key ed25519.PrivateKey) *GroupSigner {
 	if key == nil {
 		return nil
 	}
-	return &GroupSigner{key: ledger.NewPresigner(key)}
+	return &GroupSigner{presigner: ledger.NewPresigner(key)}
 }
 
 // sign returns the group signature covering hashes and the place of
@@ -66,7 +66,7 @@ func (s *GroupSigner) sign(hashes [][]byte) (ledger.GroupSignature, int) {
 		g.offset = len(all)
 		all = append(all, g.hashes...)
 	}
-	gs := s.key.SignGroup(all)
+	gs := s.presigner.SignGroup(all)
 	if s.onSign != nil {
 		s.onSign(len(group), len(all))
 	}
