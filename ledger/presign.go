@@ -92,15 +92,12 @@ func (p *Presigner) Sign(msg []byte) []byte {
 }
 
 // refill fills the pool, one nonce at a time, yielding between them so
-// that the goroutines of a commit in progress run first.
+// that the goroutines of a commit in progress run first. It is the pool's
+// only writer (refilling), so a send never finds the pool full.
 func (p *Presigner) refill() {
 	defer p.refilling.Store(false)
 	for len(p.pool) < presignDepth {
-		select {
-		case p.pool <- p.newNonce():
-		default:
-			return
-		}
+		p.pool <- p.newNonce()
 		runtime.Gosched()
 	}
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"sync"
@@ -12,14 +13,8 @@ import (
 // standard library verifies it, over this message and no other, and under
 // this key and no other; from the pool or with a nonce made on the spot.
 func TestPresignerSignaturesVerify(t *testing.T) {
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherPub, _, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	otherPub, _, _ := ed25519.GenerateKey(rand.Reader)
 	p := NewPresigner(key)
 	if !p.Public().Equal(pub) {
 		t.Fatal("the presigner's public key is not the key's")
@@ -57,10 +52,7 @@ func TestPresignerSignaturesVerify(t *testing.T) {
 // No nonce serves two signatures, however many goroutines sign at once:
 // a repeated R (the nonce's point) would give the key away.
 func TestPresignerNeverReusesANonce(t *testing.T) {
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	p := NewPresigner(key)
 	const signers, each = 8, 500
 	var mu sync.Mutex
@@ -99,10 +91,7 @@ func TestPresignerNeverReusesANonce(t *testing.T) {
 // A group signed by a presigner verifies event by event, as one signed
 // with the key.
 func TestPresignerSignGroupVerifies(t *testing.T) {
-	pub, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	p := NewPresigner(key)
 	for _, n := range []int{1, 2, 7, 64} {
 		hashes := make([][]byte, n)
@@ -123,10 +112,7 @@ func TestPresignerSignGroupVerifies(t *testing.T) {
 // BenchmarkGroupSign is one commit group's signature on the committer's
 // path: with the key (crypto/ed25519.Sign) and with nonces made ahead.
 func BenchmarkGroupSign(b *testing.B) {
-	_, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	h := sha256.Sum256([]byte("event"))
 	hashes := [][]byte{h[:]}
 	b.Run("key", func(b *testing.B) {

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
 	"testing"
 	"time"
 
@@ -38,14 +39,8 @@ func TestPackedEventsVerify(t *testing.T) {
 			}
 		}
 	}
-	pub1, key1, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub2, key2, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub1, key1, _ := ed25519.GenerateKey(rand.Reader)
+	pub2, key2, _ := ed25519.GenerateKey(rand.Reader)
 	k.SignKey = key1
 	check(pub1, pub2)
 	k.SignKey = key2
