@@ -173,6 +173,7 @@ type psi struct {
 	total uint64
 	fblk  uint32
 	lblk  uint32
+	lseq  uint64 // Portcullis: the subject's last sequence when known, else 0 (portcullis_lastseq.go)
 }
 
 type fileStore struct {
@@ -5452,8 +5453,9 @@ func (fs *fileStore) storeRawMsg(subj string, hdr, msg []byte, seq uint64, ts, t
 			if index > info.lblk {
 				info.lblk = index
 			}
+			info.lseq = seq
 		} else {
-			info, _ = fs.psim.Insert(stringToBytes(subj), psi{total: 1, fblk: index, lblk: index})
+			info, _ = fs.psim.Insert(stringToBytes(subj), psi{total: 1, fblk: index, lblk: index, lseq: seq})
 			fs.tsl += len(subj)
 		}
 	}
@@ -6245,6 +6247,7 @@ func (fs *fileStore) removePerSubject(subj string) uint64 {
 	bsubj := stringToBytes(subj)
 	if info, ok := fs.psim.Find(bsubj); ok {
 		info.total--
+		info.lseq = 0 // Portcullis: which message went is not known here
 		if info.total == 0 {
 			if _, ok = fs.psim.Delete(bsubj); ok {
 				fs.tsl -= len(subj)
@@ -12122,6 +12125,7 @@ func (fs *fileStore) populateGlobalPerSubjectInfo(mb *msgBlock) error {
 				if mb.index > info.lblk {
 					info.lblk = mb.index
 				}
+				info.lseq = 0 // Portcullis: known again at the subject's next store
 			} else {
 				fs.psim.Insert(bsubj, psi{total: ss.Msgs, fblk: mb.index, lblk: mb.index})
 				fs.tsl += len(bsubj)

@@ -6780,12 +6780,7 @@ func (mset *stream) processJetStreamMsgWithBatch(subject, reply string, hdr, msg
 				}
 
 				// TODO(dlc) - We could make a new store func that does this all in one.
-				var smv StoreMsg
-				var fseq uint64
-				sm, err := store.LoadLastMsg(seqSubj, &smv)
-				if sm != nil {
-					fseq = sm.seq
-				}
+				fseq, err := lastSeqForSubject(store, seqSubj) // Portcullis: portcullis_lastseq.go
 				if err == ErrStoreMsgNotFound && seq == 0 {
 					fseq, err = 0, nil
 				}
