@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -468,7 +469,13 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, b
 	mux := http.NewServeMux()
 	known := func(tool string) bool { _, ok := cfg.Tools[tool]; return ok }
 	mux.Handle("/mcp", g.Metrics.MCP(mg.Handler(), g.tracer, known))
-	mux.Handle("/metrics", g.Metrics.Handler())
+	// /metrics answers anyone, as the probes do (counts, lag, latencies);
+	// the budget accounts' names and money only to the callers the Connect
+	// API shows them to (GetAccount's roles; docs/operating.md).
+	accountReaders := auth.RolesFor(portcullisv1connect.BudgetServiceGetAccountProcedure)
+	mux.Handle("/metrics", auth.Optional(g.Auth, g.log, g.Metrics.Handler(func(r *http.Request) bool {
+		return slices.ContainsFunc(accountReaders, auth.FromContext(r.Context()).Has)
+	})))
 	mux.Handle("/healthz", telemetry.Live())
 	mux.Handle("/readyz", g.Readiness.Ready())
 	traces, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(g.tracer), otelconnect.WithoutMetrics())
@@ -476,7 +483,8 @@ func newHTTPServer(g *Gateway, mg *mcp.Gateway, cfg *config.Config, o Options, b
 		return nil, fmt.Errorf("otelconnect: %w", err)
 	}
 	// Every Connect service goes through the caller check (after the trace
-	// span opens); health, reflection, /metrics and the probes stay open.
+	// span opens); health, reflection and the probes stay open, /metrics
+	// shows the budget accounts only to their readers (above).
 	// The console calls the same services in process with the signed-in
 	// caller in the context.
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), gateway.StrictJSON(), connect.WithInterceptors(traces, authz)}

@@ -42,6 +42,9 @@ const (
 // the rest of the gateway calls; all are safe for concurrent use.
 type Metrics struct {
 	reg *prometheus.Registry
+	// accounts holds the budget accounts' gauges, which name accounts and
+	// their money: served only to the callers Handler's check admits.
+	accounts *prometheus.Registry
 
 	decisions      *prometheus.CounterVec
 	begin          map[string]prometheus.Counter // by outcome; read-only after NewMetrics
@@ -57,7 +60,7 @@ type Metrics struct {
 // NewMetrics registers every Portcullis metric, plus the Go runtime and
 // process collectors, on a fresh registry.
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), accounts: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "portcullis_decisions_total",
 		Help: "Decisions this gateway made, by kind (begin, transition, budget) and outcome (begin: new, attached, refused, failed; transition: the event type; budget: allowed, denied, settled, released, limit_set).",
@@ -103,9 +106,20 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// Handler serves the registry in the Prometheus exposition formats.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
+// Handler serves the registry in the Prometheus exposition formats, and
+// the budget accounts' gauges too when mayReadAccounts admits the request
+// (nil: to every request).
+func (m *Metrics) Handler(mayReadAccounts func(*http.Request) bool) http.Handler {
+	opts := promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true}
+	open := promhttp.HandlerFor(m.reg, opts)
+	full := promhttp.HandlerFor(prometheus.Gatherers{m.reg, m.accounts}, opts)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mayReadAccounts == nil || mayReadAccounts(r) {
+			full.ServeHTTP(w, r)
+			return
+		}
+		open.ServeHTTP(w, r)
+	})
 }
 
 // Registry is where more collectors may register.
@@ -163,7 +177,9 @@ type LedgerState struct {
 	// ExecutionStates counts the executions in each state; it is read on
 	// every scrape, so it must not scan (the views keep the counts).
 	ExecutionStates func() map[pb.State]int64
-	Accounts        func(fn func(name, currency string, limit, spent, held int64)) error
+	// Accounts lists every budget account; its gauges are served only to
+	// the requests Handler's check admits.
+	Accounts func(fn func(name, currency string, limit, spent, held int64)) error
 	// Sources says, per stream, how its projector's events arrived.
 	Sources map[string]func() SourceCounts
 }
@@ -179,6 +195,9 @@ type SourceCounts struct {
 // Watch registers the gauges that read the ledger at scrape time.
 func (m *Metrics) Watch(s LedgerState) {
 	m.reg.MustRegister(&ledgerCollector{s: s})
+	if s.Accounts != nil {
+		m.accounts.MustRegister(&accountCollector{read: s.Accounts})
+	}
 }
 
 var (
@@ -202,10 +221,14 @@ var (
 		"Reads of the ledger this scrape could not make, by source.", []string{"source"}, nil)
 )
 
-// ledgerCollector reads lag and executions by state on every scrape and
-// scans the budget accounts at most every viewScanEvery.
+// ledgerCollector reads lag and executions by state on every scrape.
 type ledgerCollector struct {
 	s LedgerState
+}
+
+// accountCollector scans the budget accounts at most every viewScanEvery.
+type accountCollector struct {
+	read func(fn func(name, currency string, limit, spent, held int64)) error
 
 	mu       sync.Mutex
 	scanned  time.Time
@@ -218,8 +241,27 @@ type account struct {
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagDesc, streamSeqDesc, executionsDesc, budgetLimitDesc, budgetSpentDesc, budgetHeldDesc, projectorEventsDesc, projectorReadsDesc, scrapeErrDesc} {
+	for _, d := range []*prometheus.Desc{lagDesc, streamSeqDesc, executionsDesc, projectorEventsDesc, projectorReadsDesc, scrapeErrDesc} {
 		ch <- d
+	}
+}
+
+func (c *accountCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{budgetLimitDesc, budgetSpentDesc, budgetHeldDesc, scrapeErrDesc} {
+		ch <- d
+	}
+}
+
+func (c *accountCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.scanned) >= viewScanEvery {
+		c.scan(ch)
+	}
+	for _, a := range c.accounts {
+		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(a.limit), a.name, a.currency)
+		ch <- prometheus.MustNewConstMetric(budgetSpentDesc, prometheus.GaugeValue, float64(a.spent), a.name, a.currency)
+		ch <- prometheus.MustNewConstMetric(budgetHeldDesc, prometheus.GaugeValue, float64(a.held), a.name, a.currency)
 	}
 }
 
@@ -246,16 +288,6 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(executionsDesc, prometheus.GaugeValue, n, state)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.scanned) >= viewScanEvery {
-		c.scan(ch)
-	}
-	for _, a := range c.accounts {
-		ch <- prometheus.MustNewConstMetric(budgetLimitDesc, prometheus.GaugeValue, float64(a.limit), a.name, a.currency)
-		ch <- prometheus.MustNewConstMetric(budgetSpentDesc, prometheus.GaugeValue, float64(a.spent), a.name, a.currency)
-		ch <- prometheus.MustNewConstMetric(budgetHeldDesc, prometheus.GaugeValue, float64(a.held), a.name, a.currency)
-	}
 }
 
 // executionStates is the gauge's value per state label: every state, 0
@@ -274,22 +306,17 @@ func executionStates(counts map[pb.State]int64) map[string]float64 {
 }
 
 // scan reads every account.
-func (c *ledgerCollector) scan(ch chan<- prometheus.Metric) {
-	ok := true
+func (c *accountCollector) scan(ch chan<- prometheus.Metric) {
 	var accounts []account
-	if c.s.Accounts != nil {
-		err := c.s.Accounts(func(name, currency string, limit, spent, held int64) {
-			accounts = append(accounts, account{name, currency, limit, spent, held})
-		})
-		if err != nil {
-			ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, 1, "accounts")
-			ok = false
-		}
-	}
+	err := c.read(func(name, currency string, limit, spent, held int64) {
+		accounts = append(accounts, account{name, currency, limit, spent, held})
+	})
 	c.accounts = accounts
-	if ok {
-		c.scanned = time.Now()
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, 1, "accounts")
+		return
 	}
+	c.scanned = time.Now()
 }
 
 // OnBegin counts one Begin's answer (ledger.Config.OnBegin): new or

@@ -452,3 +452,78 @@ func TestAuthAndConfigImports(t *testing.T) {
 		}
 	}
 }
+
+// /metrics answers anyone with the gateway's counts, but the budget
+// accounts' names and money only to the callers the Connect API shows them
+// to (finance, budget_admin); a token that belongs to no caller is refused
+// rather than answered with less.
+func TestMetricsShowAccountsOnlyToTheirReaders(t *testing.T) {
+	cfg, tokens := authConfig(t)
+	addr, _, _ := serveWithCallers(t, cfg, tokens["analyst-1"])
+	as := func(name string) string { return "Bearer " + tokens[name] }
+	for _, call := range []struct{ procedure, caller, body string }{
+		{svc.BudgetServiceSetLimitProcedure, "cfo", `{"account": "ops", "limit": 100000, "currency": "GBP"}`},
+		{svc.BudgetServiceReserveProcedure, "deploy-runner", `{"account": "ops", "operationKey": "op-1", "requestDigest": "sha256:h", "amount": 250}`},
+	} {
+		if code, out := rpc(t, addr, call.procedure, as(call.caller), call.body); code != "ok" {
+			t.Fatalf("%s: %s %v", call.procedure, code, out)
+		}
+	}
+	scrape := func(authorization string) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, string(body), res.Header
+	}
+	held := `portcullis_budget_held_minor{account="ops",currency="GBP"} 250`
+	limit := `portcullis_budget_limit_minor{account="ops",currency="GBP"} 100000`
+	for _, tc := range []struct {
+		who, authorization string
+		accounts           bool
+	}{
+		{"no token", "", false},
+		{"executor", as("deploy-runner"), false},
+		{"analyst", as("analyst-1"), false},
+		{"approver", as("alice"), false},
+		{"finance", as("finance-bot"), true},
+		{"budget_admin", as("cfo"), true},
+	} {
+		status, body, _ := scrape(tc.authorization)
+		if status != http.StatusOK {
+			t.Fatalf("%s: /metrics %d: %s", tc.who, status, body)
+		}
+		if !strings.Contains(body, `portcullis_decisions_total{kind="budget",outcome="allowed"} 1`) {
+			t.Errorf("%s: /metrics lacks the decision counters", tc.who)
+		}
+		shows := strings.Contains(body, `account="ops"`)
+		if shows != tc.accounts {
+			t.Errorf("%s: /metrics shows the budget account: %v, want %v", tc.who, shows, tc.accounts)
+		}
+		if tc.accounts && (!strings.Contains(body, held) || !strings.Contains(body, limit)) {
+			t.Errorf("%s: /metrics lacks %s or %s", tc.who, held, limit)
+		}
+	}
+	for _, bad := range []string{"Bearer " + strings.Repeat("ab", 32), "Basic Zm9vOmJhcg=="} {
+		status, body, h := scrape(bad)
+		if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" {
+			t.Errorf("Authorization %q: /metrics %d (challenge %q), want 401 with a challenge", bad, status, h.Get("WWW-Authenticate"))
+		}
+		if strings.Contains(body, "portcullis_") {
+			t.Errorf("Authorization %q: a refused scrape carries metrics", bad)
+		}
+	}
+}
