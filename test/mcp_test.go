@@ -503,7 +503,7 @@ func TestMCPMalformedAndSecrets(t *testing.T) {
 // waitState polls the ledger until the execution reaches state (bounded).
 func waitState(t *testing.T, g *server.Gateway, id, state string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitMax) // a DELIVERED append may take up to markDeliveredMax (10 s) under load
 	for {
 		x, err := g.Ledger.Get(context.Background(), id)
 		if err == nil && x.GetState().String() == state {
