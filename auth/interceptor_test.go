@@ -120,3 +120,51 @@ func TestMiddleware(t *testing.T) {
 		t.Fatalf("alice: %d %q", code, body)
 	}
 }
+
+// Optional lets a request without credentials through without a
+// principal, names the caller of one with valid credentials, and refuses
+// credentials that belong to no caller; without callers everyone is the
+// local operator.
+func TestOptional(t *testing.T) {
+	who := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := FromContext(r.Context())
+		if p == nil {
+			_, _ = io.WriteString(w, "anonymous")
+			return
+		}
+		_, _ = io.WriteString(w, p.Name)
+	})
+	local, err := New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		a             *Authenticator
+		authorization string
+		status        int
+		body          string
+	}{
+		{"no credentials", newTestAuthenticator(t), "", http.StatusOK, "anonymous"},
+		{"a caller's token", newTestAuthenticator(t), "Bearer alice-token", http.StatusOK, "alice"},
+		{"a token of no caller", newTestAuthenticator(t), "Bearer nobody-token", http.StatusUnauthorized, ""},
+		{"not a bearer token", newTestAuthenticator(t), "Basic Zm9vOmJhcg==", http.StatusUnauthorized, ""},
+		{"no callers configured", local, "", http.StatusOK, LocalOperator},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if tc.authorization != "" {
+			req.Header.Set("Authorization", tc.authorization)
+		}
+		rec := httptest.NewRecorder()
+		Optional(tc.a, quiet, who).ServeHTTP(rec, req)
+		if rec.Code != tc.status {
+			t.Errorf("%s: %d, want %d", tc.name, rec.Code, tc.status)
+		}
+		if tc.status == http.StatusOK && rec.Body.String() != tc.body {
+			t.Errorf("%s: handler saw %q, want %q", tc.name, rec.Body.String(), tc.body)
+		}
+		if tc.status == http.StatusUnauthorized && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: no Bearer challenge", tc.name)
+		}
+	}
+}
