@@ -78,11 +78,36 @@ func authConfig(t *testing.T) (string, map[string]string) {
 // the Connect code ("ok" on success) and the decoded answer.
 func rpc(t *testing.T, addr, procedure, authorization, body string) (string, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+procedure, strings.NewReader(body))
+	status, raw, _ := request(t, http.MethodPost, "http://"+addr+procedure, authorization, body)
+	out := map[string]any{}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s: %d %s", procedure, status, raw)
+		}
+	}
+	if status == http.StatusOK {
+		return "ok", out
+	}
+	code, _ := out["code"].(string)
+	return code, out
+}
+
+// request sends one HTTP request (a JSON body for a POST), with the
+// Authorization header when one is given, and returns the status, the
+// body and the headers of the answer.
+func request(t *testing.T, method, url, authorization, body string) (int, []byte, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if method == http.MethodPost {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
@@ -95,17 +120,7 @@ func rpc(t *testing.T, addr, procedure, authorization, body string) (string, map
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]any{}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			t.Fatalf("%s: %d %s", procedure, res.StatusCode, raw)
-		}
-	}
-	if res.StatusCode == http.StatusOK {
-		return "ok", out
-	}
-	code, _ := out["code"].(string)
-	return code, out
+	return res.StatusCode, raw, res.Header
 }
 
 // streamHeads returns the last sequence of the executions and budget
@@ -471,23 +486,8 @@ func TestMetricsShowAccountsOnlyToTheirReaders(t *testing.T) {
 	}
 	scrape := func(authorization string) (int, string, http.Header) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if authorization != "" {
-			req.Header.Set("Authorization", authorization)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.StatusCode, string(body), res.Header
+		status, body, h := request(t, http.MethodGet, "http://"+addr+"/metrics", authorization, "")
+		return status, string(body), h
 	}
 	held := `portcullis_budget_held_minor{account="ops",currency="GBP"} 250`
 	limit := `portcullis_budget_limit_minor{account="ops",currency="GBP"} 100000`
