@@ -59,10 +59,10 @@ const memTableBytes = 16 << 20
 // overlaps the whole base level, so each L0 compaction rewrites all of it:
 // gathering twice the flushes per rewrite cut the bytes compacted by about
 // 37% over a 300k-execution load and about 30% over a 1M one, and the CPU
-// per Begin of those loads by 6–19% (BENCHMARKS.md, "The views' L0
-// gathers eight sublevels"). A point read may look into up to this many
-// L0 files more, each behind its bloom filter. Writes stall at three times
-// as many, as with the default.
+// per Begin of those loads by 6–19% (BENCHMARKS.md, "the views'
+// compactions in a long load"). A point read may look into up to this
+// many L0 files more, each behind its bloom filter. Writes stall at three
+// times as many, as with the default.
 const l0Sublevels = 8
 
 // Views is a ledger.Views and a projector.Store on one Pebble database.
