@@ -60,9 +60,9 @@ const memTableBytes = 16 << 20
 // gathering twice the flushes per rewrite cut the bytes compacted by about
 // 37% over a 300k-execution load and about 30% over a 1M one, and the CPU
 // per Begin of those loads by 6–19% (BENCHMARKS.md, "the views'
-// compactions in a long load"). A point read may look into up to this
-// many L0 files more, each behind its bloom filter. Writes stall at three
-// times as many, as with the default.
+// compactions in a long load"). A point read may look into as many L0
+// files (more while a compaction is behind), each behind its bloom filter.
+// Writes stall at three times as many, as with the default.
 const l0Sublevels = 8
 
 // Views is a ledger.Views and a projector.Store on one Pebble database.
