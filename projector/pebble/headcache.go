@@ -71,7 +71,9 @@ func (c *recentCache[V]) put(key string, row V, size int) {
 		delete(c.cur, key)
 	}
 	if c.cur == nil || len(c.cur) >= c.maxEntries || c.bytes+size > c.maxBytes {
-		c.prev, c.cur, c.bytes = c.cur, make(map[string]cachedRow[V]), 0
+		// The new generation starts at the size the last one reached, so
+		// it does not grow (rehashing) its way there again.
+		c.prev, c.cur, c.bytes = c.cur, make(map[string]cachedRow[V], len(c.cur)), 0
 	}
 	c.cur[key] = cachedRow[V]{row: row, size: size}
 	c.bytes += size

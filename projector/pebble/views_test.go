@@ -416,3 +416,22 @@ func TestWaitBehindIsTold(t *testing.T) {
 		t.Fatalf("told %v, want %v", got, want)
 	}
 }
+
+// A put in the steady state: the cache full, generations turning over.
+// Each generation's map starts at the size the one before reached, so it
+// does not grow (and rehash) its way there again.
+func BenchmarkRecentCachePut(b *testing.B) {
+	c := newHeadCache()
+	keys := make([]string, 4*headCacheEntries)
+	for i := range keys {
+		keys[i] = "pc.exec." + strconv.Itoa(i*7919)
+	}
+	for _, k := range keys { // two generations full
+		c.put(k, ledger.Head{}, 256)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.put(keys[i%len(keys)], ledger.Head{Seq: uint64(i)}, 256)
+	}
+}
