@@ -59,9 +59,10 @@ func (e *execEvents) count(types ...pb.EventType) int {
 }
 
 // results counts the events that record the target's answer: RESULT_OBSERVED,
-// and RESOLVED_COMPLETED carrying a status, which RecordResult appends for an
-// answer reported after the dispatch deadline's sweep recorded the outcome
-// unknown (the campaign's clients never call Resolve).
+// and a RESOLVED_COMPLETED carrying a status after an OUTCOME_UNKNOWN, which
+// RecordResult appends for an answer reported after the dispatch deadline's
+// sweep recorded the outcome unknown (the campaign's clients never call
+// Resolve).
 func (e *execEvents) results() int {
 	n, unknown := 0, false
 	for _, ev := range e.events {
