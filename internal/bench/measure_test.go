@@ -27,3 +27,33 @@ func TestMedianCell(t *testing.T) {
 		t.Fatalf("two rounds: %+v", got)
 	}
 }
+
+// The CPU target (issue 10, build item 4) reads the in-process Begin's
+// whole-process CPU per decision at 64 callers: met at 150 µs, missed
+// above it, not measured without that cell or its CPU figure.
+func TestCPUPerBeginCheck(t *testing.T) {
+	cpuCheck := func(cells []Cell) Check {
+		for _, c := range checks(cells, 4, nil) {
+			if c.Name == "CPU per Begin, 64 callers, µs" {
+				return c
+			}
+		}
+		t.Fatal("no CPU per Begin check")
+		return Check{}
+	}
+	begin := func(callers int, cpu float64) Cell {
+		return Cell{Series: seriesBegin, Callers: callers, Rate: 1000, CPUPerOp: cpu, Cores: 1.4}
+	}
+	if c := cpuCheck([]Cell{begin(64, 150), begin(16, 400)}); !c.Measured || !c.Pass || c.Value != 150 {
+		t.Fatalf("150 µs at 64 callers: %+v", c)
+	}
+	if c := cpuCheck([]Cell{begin(64, 151), begin(256, 100)}); !c.Measured || c.Pass || c.Value != 151 || c.verdict() != "MISSED" {
+		t.Fatalf("151 µs at 64 callers: %+v", c)
+	}
+	if c := cpuCheck([]Cell{begin(16, 100)}); c.Measured || c.verdict() != "not measured" {
+		t.Fatalf("no 64-caller cell: %+v", c)
+	}
+	if c := cpuCheck([]Cell{begin(64, 0)}); c.Measured {
+		t.Fatalf("no CPU figure: %+v", c)
+	}
+}

@@ -111,6 +111,18 @@ func checks(cells []Cell, shards int, hots []int) []Check {
 		out = append(out, c)
 	}
 	{
+		// Build item 4's target: the whole process's CPU (callers, gateway,
+		// embedded NATS server, views) per Begin, where the issue measured
+		// its 262–287 µs (64 callers).
+		c := Check{Name: "CPU per Begin, 64 callers, µs", Target: "≤ 150"}
+		if b, ok := find(cells, seriesBegin, 64); ok && b.CPUPerOp > 0 {
+			c.Measured, c.Value = true, b.CPUPerOp
+			c.Pass = c.Value <= 150
+			c.Detail = fmt.Sprintf("the whole process's CPU per Begin at %.2f cores busy", b.Cores)
+		}
+		out = append(out, c)
+	}
+	{
 		c := Check{Name: "tools/call, 64 clients / before issue 10 (785/s)", Target: "≥ 2"}
 		if m, ok := find(cells, seriesMCP, 64); ok {
 			c.Measured, c.Value = true, m.Rate/toolsCallToday
