@@ -2,13 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -529,16 +526,6 @@ func checkSyncAlways(o Options, nc *nats.Conn, lg *slog.Logger) error {
 }
 
 func readSyncAlways(monitorURL string) (bool, string, error) {
-	u := strings.TrimSuffix(monitorURL, "/") + "/varz"
-	c := http.Client{Timeout: monitorWaitMax}
-	resp, err := c.Get(u)
-	if err != nil {
-		return false, "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false, "", fmt.Errorf("GET /varz: %s", resp.Status)
-	}
 	var v struct {
 		Name      string `json:"server_name"`
 		JetStream struct {
@@ -547,8 +534,8 @@ func readSyncAlways(monitorURL string) (bool, string, error) {
 			} `json:"config"`
 		} `json:"jetstream"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
-		return false, "", fmt.Errorf("GET /varz: %w", err)
+	if err := getJSON(context.Background(), strings.TrimSuffix(monitorURL, "/")+"/varz", 1<<20, &v); err != nil {
+		return false, "", err
 	}
 	if v.JetStream.Config == nil {
 		return false, v.Name, errors.New("GET /varz: JetStream is not enabled on this server")

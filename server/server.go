@@ -193,6 +193,7 @@ type Gateway struct {
 	feeds     map[string]*ljs.Feed // by stream: what its committer hands its projector
 	staging   string               // Options.BatchStaging
 	sealer    *sealer
+	replicas  *replicaWatch // nil without --nats-monitor-url
 	mcp       *mcp.Gateway
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -425,6 +426,10 @@ func Start(ctx context.Context, o Options) (*Gateway, error) {
 	go g.runProjector(runCtx, g.Enrollments)
 	go g.runSealer(runCtx, o.CheckpointEvery)
 	go g.runSweep(runCtx, o.NoSweep)
+	if g.replicas != nil {
+		g.wg.Add(1)
+		go func() { defer g.wg.Done(); g.replicas.run(runCtx) }()
+	}
 	if err := g.leadBudget(runCtx, id, o.NoBudgetLead); err != nil {
 		return nil, err
 	}

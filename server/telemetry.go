@@ -89,9 +89,15 @@ func (g *Gateway) watch(o Options) {
 			return telemetry.SourceCounts{Fed: n.Fed, Read: n.Read, Reads: n.Reads}
 		}
 	}
+	var replicas func() []telemetry.ReplicaCount
+	if o.NatsMonitorURL != "" {
+		g.replicas = newReplicaWatch(seedURLs(o.NatsMonitorURL), auditedStreams(g.Lanes), g.log)
+		replicas = g.replicas.Replicas
+	}
 	g.Metrics.Watch(telemetry.LedgerState{
 		Streams:         streams,
 		Sources:         sources,
+		Replicas:        replicas,
 		ExecutionStates: g.Views.ExecutionStates,
 		Accounts: func(fn func(name, currency string, limit, spent, held int64)) error {
 			return g.Views.EachAccount(func(a *budget.Account) { fn(a.Name, a.Currency, a.Limit, a.Spent, a.Held) })

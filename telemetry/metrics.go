@@ -182,6 +182,16 @@ type LedgerState struct {
 	Accounts func(fn func(name, currency string, limit, spent, held int64)) error
 	// Sources says, per stream, how its projector's events arrived.
 	Sources map[string]func() SourceCounts
+	// Replicas is the latest reading of every server's copy of each
+	// ledger stream (nil: not read, no --nats-monitor-url).
+	Replicas func() []ReplicaCount
+}
+
+// ReplicaCount is one server's copy of a ledger stream: Missing counts
+// the messages it lacks (deleted or lost in a stream that denies both).
+type ReplicaCount struct {
+	Server, Account, Stream string
+	Missing                 uint64
 }
 
 // SourceCounts is how a projector's events arrived: from its own
@@ -217,6 +227,8 @@ var (
 		"Events a projector folded, by stream and source: feed (this gateway's own writes, handed over by its committer) or stream (read back from the stream: other gateways' events, messages no gateway wrote, appends whose answer was lost).", []string{"stream", "source"}, nil)
 	projectorReadsDesc = prometheus.NewDesc("portcullis_projector_stream_reads_total",
 		"Times a projector started reading its stream because it held events this gateway's committer did not hand over; it stops again after a quiet second. Rising steadily: another gateway writes the stream.", []string{"stream"}, nil)
+	replicaMissingDesc = prometheus.NewDesc("portcullis_stream_replica_missing_messages",
+		"Messages a server's copy of a ledger stream lacks (deleted or lost in a stream that denies delete and purge: its store lost them), from the servers' /jsz every minute. Above 0: remove that replica so it is rebuilt from the leader.", []string{"stream", "server", "account"}, nil)
 	scrapeErrDesc = prometheus.NewDesc("portcullis_scrape_errors",
 		"Reads of the ledger this scrape could not make, by source.", []string{"source"}, nil)
 )
@@ -241,7 +253,7 @@ type account struct {
 }
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lagDesc, streamSeqDesc, executionsDesc, projectorEventsDesc, projectorReadsDesc, scrapeErrDesc} {
+	for _, d := range []*prometheus.Desc{lagDesc, streamSeqDesc, executionsDesc, projectorEventsDesc, projectorReadsDesc, replicaMissingDesc, scrapeErrDesc} {
 		ch <- d
 	}
 }
@@ -282,6 +294,11 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(projectorEventsDesc, prometheus.CounterValue, float64(n.Fed), stream, "feed")
 		ch <- prometheus.MustNewConstMetric(projectorEventsDesc, prometheus.CounterValue, float64(n.Read), stream, "stream")
 		ch <- prometheus.MustNewConstMetric(projectorReadsDesc, prometheus.CounterValue, float64(n.Reads), stream)
+	}
+	if c.s.Replicas != nil {
+		for _, r := range c.s.Replicas() {
+			ch <- prometheus.MustNewConstMetric(replicaMissingDesc, prometheus.GaugeValue, float64(r.Missing), r.Stream, r.Server, r.Account)
+		}
 	}
 	if c.s.ExecutionStates != nil {
 		for state, n := range executionStates(c.s.ExecutionStates()) {

@@ -130,7 +130,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.RootPublicKey, "root-public-key", "", "pin the ledger's root public key (hex; default: pin the root seen first, in DATA_DIR/root.pub)")
 	cmd.Flags().StringVar(&o.SigningKey, "signing-key", "", "this gateway's Ed25519 key (a path, file:PATH or env:NAME; default DATA_DIR/gateway.ed25519, created 0600)")
 	cmd.Flags().BoolVar(&o.NoBudgetLead, "no-budget-lead", false, "decide every budget command on this gateway: never take an account's lease or forward to its leader (every gateway then races the others' compare-and-set on a hot account; correct, slower)")
-	cmd.Flags().StringVar(&o.NatsMonitorURL, "nats-monitor-url", "", "with --nats-url: the servers' monitoring URLs (comma-separated, e.g. http://10.0.0.5:8222), to refuse a cluster that does not fsync every write")
+	cmd.Flags().StringVar(&o.NatsMonitorURL, "nats-monitor-url", "", "with --nats-url: the servers' monitoring URLs (comma-separated, e.g. http://10.0.0.5:8222), to refuse a cluster that does not fsync every write and to check every minute that each replica of a ledger stream holds every message")
 	return cmd
 }
 
