@@ -36,6 +36,7 @@ const (
 // replicaCount is one server's copy of one ledger stream.
 type replicaCount struct {
 	Server, Account, Stream string
+	AccountID               string // the account's directory in the store (its name unless tagged)
 	RaftGroup               string // the copy's raft group (its directory under $SYS/_js_)
 	Messages, LastSeq       uint64
 	// Deleted counts the messages the copy is missing between its first
@@ -51,10 +52,10 @@ type replicaCount struct {
 // messages").
 func (r replicaCount) remedy() string {
 	if r.RaftGroup == "" {
-		return fmt.Sprintf("server %s holds the only copy (one replica): the messages are gone from the stream; restore its store from a backup, and `portcullis audit verify` names what the checkpoints cover", r.Server)
+		return fmt.Sprintf("server %s holds the only copy (one replica): the messages are gone from the stream; restore its store from a backup (`portcullis audit verify` checks the record against its signed checkpoints)", r.Server)
 	}
 	return fmt.Sprintf("stop server %s, delete its copy of the stream (<store_dir>/jetstream/%s/streams/%s and <store_dir>/jetstream/$SYS/_js_/%s), start it again: it copies the stream from the leader; with a spare server in the cluster, `nats stream cluster peer-remove %s %s` instead",
-		r.Server, r.Account, r.Stream, r.RaftGroup, r.Stream, r.Server)
+		r.Server, r.AccountID, r.Stream, r.RaftGroup, r.Stream, r.Server)
 }
 
 // missing is how many messages this copy lacks.
@@ -71,6 +72,7 @@ func readReplicas(ctx context.Context, monitorURL string, streams []string) ([]r
 	var jsz struct {
 		Accounts []struct {
 			Name    string `json:"name"`
+			ID      string `json:"id"`
 			Streams []struct {
 				Name      string `json:"name"`
 				RaftGroup string `json:"stream_raft_group"`
@@ -94,7 +96,7 @@ func readReplicas(ctx context.Context, monitorURL string, streams []string) ([]r
 			if !slices.Contains(streams, s.Name) {
 				continue
 			}
-			r := replicaCount{Server: name, Account: a.Name, Stream: s.Name, RaftGroup: s.RaftGroup, Messages: s.State.Messages, LastSeq: s.State.LastSeq, Deleted: s.State.NumDeleted}
+			r := replicaCount{Server: name, Account: a.Name, AccountID: a.ID, Stream: s.Name, RaftGroup: s.RaftGroup, Messages: s.State.Messages, LastSeq: s.State.LastSeq, Deleted: s.State.NumDeleted}
 			if s.State.Lost != nil {
 				r.Lost = uint64(len(s.State.Lost.Msgs))
 			}

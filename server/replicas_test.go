@@ -166,7 +166,7 @@ func TestReplicaWatchReadsEveryServer(t *testing.T) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.counts {
-		if r.RaftGroup == "" || !strings.Contains(logs.String(), "$SYS/_js_/"+r.RaftGroup+"), start it again") {
+		if r.RaftGroup == "" || r.AccountID == "" || !strings.Contains(logs.String(), "<store_dir>/jetstream/"+r.AccountID+"/streams/"+AuditStream+" and <store_dir>/jetstream/$SYS/_js_/"+r.RaftGroup+"), start it again") {
 			t.Fatalf("the remedy for %s does not name its raft group %q:\n%s", r.Server, r.RaftGroup, logs.String())
 		}
 	}
