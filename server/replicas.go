@@ -58,16 +58,18 @@ func (r replicaCount) remedy() string {
 		r.Server, r.AccountID, r.Stream, r.RaftGroup, r.Stream, r.Server)
 }
 
+func (r replicaCount) key() string { return r.Server + "/" + r.Account + "/" + r.Stream }
+
 // missing is how many messages this copy lacks.
 func (r replicaCount) missing() uint64 { return r.Deleted + r.Lost }
 
-// readReplicas reads one server's copies of the named streams (any
-// account) from its monitoring endpoint.
-func readReplicas(ctx context.Context, monitorURL string, streams []string) ([]replicaCount, error) {
+// readReplicas reads one server's name and its copies of the named
+// streams (any account) from its monitoring endpoint.
+func readReplicas(ctx context.Context, monitorURL string, streams []string) (string, []replicaCount, error) {
 	base := strings.TrimSuffix(monitorURL, "/")
 	name, err := serverName(ctx, base)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var jsz struct {
 		Accounts []struct {
@@ -88,7 +90,7 @@ func readReplicas(ctx context.Context, monitorURL string, streams []string) ([]r
 		} `json:"account_details"`
 	}
 	if err := getJSON(ctx, base+"/jsz?accounts=true&streams=true&raft=true", jszMaxBytes, &jsz); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var out []replicaCount
 	for _, a := range jsz.Accounts {
@@ -103,7 +105,7 @@ func readReplicas(ctx context.Context, monitorURL string, streams []string) ([]r
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return name, out, nil
 }
 
 // serverName is the server_name in a server's /varz.
@@ -169,10 +171,12 @@ func (w *replicaWatch) run(ctx context.Context) {
 	}
 }
 
-// check reads every server once.
+// check reads every server once. A server's reading replaces its last
+// one: a copy the server no longer holds (its replica moved to another
+// server) is no longer counted.
 func (w *replicaWatch) check(ctx context.Context) {
 	for _, u := range w.urls {
-		rs, err := readReplicas(ctx, u, w.streams)
+		name, rs, err := readReplicas(ctx, u, w.streams)
 		w.mu.Lock()
 		if err != nil {
 			if !w.failed[u] {
@@ -183,8 +187,18 @@ func (w *replicaWatch) check(ctx context.Context) {
 			continue
 		}
 		w.failed[u] = false
+		held := map[string]bool{}
 		for _, r := range rs {
-			key := r.Server + "/" + r.Account + "/" + r.Stream
+			held[r.key()] = true
+		}
+		for key, r := range w.counts {
+			if r.Server == name && !held[key] {
+				delete(w.counts, key)
+				delete(w.reported, key)
+			}
+		}
+		for _, r := range rs {
+			key := r.key()
 			w.counts[key] = r
 			if r.missing() > 0 && w.reported[key] != r.missing() {
 				w.log.Error("a replica of a ledger stream is missing messages: its store lost them (the streams deny delete and purge); read through the leader the ledger looks whole, but if this replica becomes the stream's leader those events are gone. Rebuild it from the leader",

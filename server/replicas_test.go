@@ -120,6 +120,15 @@ func TestReplicaWatchReportsMissingMessages(t *testing.T) {
 	if got := strings.Count(logs.String(), "level=ERROR"); got != 2 {
 		t.Fatalf("a new count is logged again:\n%s", logs.String())
 	}
+
+	// A copy the server no longer holds is no longer counted.
+	if err := js.DeleteStream(ctx, AuditStream); err != nil {
+		t.Fatal(err)
+	}
+	w.check(ctx)
+	if rs := w.Replicas(); len(rs) != 1 || rs[0].Stream != natstest.TestStreams.Budget {
+		t.Fatalf("after the stream left the server: %+v, want the budget stream's copy only", rs)
+	}
 }
 
 // On a cluster each server's copy is read, and the remedy names the
