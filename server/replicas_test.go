@@ -28,21 +28,9 @@ func TestReplicaWatchReportsMissingMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := func(name, subject string, msgs int) jetstream.Stream {
-		s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range msgs {
-			if _, err := js.Publish(ctx, subject, []byte("x")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return s
-	}
-	audit := stream(AuditStream, "pc.audit.x", 3)
-	stream(natstest.TestStreams.Budget, "pc.budget.x", 2)
-	other := stream("TEST_EVENTS", "test.events", 3)
+	audit := streamOf(t, js, AuditStream, "pc.audit.x", 1, 3)
+	streamOf(t, js, natstest.TestStreams.Budget, "pc.budget.x", 1, 2)
+	other := streamOf(t, js, "TEST_EVENTS", "test.events", 1, 3)
 	for _, s := range []jetstream.Stream{audit, other} {
 		if err := s.DeleteMsg(ctx, 2); err != nil {
 			t.Fatal(err)
@@ -141,15 +129,7 @@ func TestReplicaWatchReadsEveryServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: AuditStream, Subjects: []string{"pc.audit.x"}, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if _, err := js.Publish(ctx, "pc.audit.x", []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := streamOf(t, js, AuditStream, "pc.audit.x", 3, 3)
 	if err := s.DeleteMsg(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -179,4 +159,22 @@ func TestReplicaWatchReadsEveryServer(t *testing.T) {
 			t.Fatalf("the remedy for %s does not name its raft group %q:\n%s", r.Server, r.RaftGroup, logs.String())
 		}
 	}
+}
+
+// streamOf creates stream name on subject, with replicas copies and
+// without the ledger's denials (so a test may delete a message), holding
+// msgs messages.
+func streamOf(t *testing.T, js jetstream.JetStream, name, subject string, replicas, msgs int) jetstream.Stream {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Replicas: replicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range msgs {
+		if _, err := js.Publish(ctx, subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
