@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/portcullis-dev/portcullis/internal/natsauth"
 	"github.com/portcullis-dev/portcullis/internal/natstest"
+	ljs "github.com/portcullis-dev/portcullis/ledger/jetstream"
 	"github.com/portcullis-dev/portcullis/telemetry"
 )
 
@@ -167,7 +168,11 @@ func TestReplicaWatchReadsEveryServer(t *testing.T) {
 func streamOf(t *testing.T, js jetstream.JetStream, name, subject string, replicas, msgs int) jetstream.Stream {
 	t.Helper()
 	ctx := context.Background()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Replicas: replicas})
+	var s jetstream.Stream
+	err := ljs.Retry(ctx, slog.New(slog.DiscardHandler), "create "+name, func(ctx context.Context) (err error) {
+		s, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Replicas: replicas})
+		return err // a cluster still forming has no peers for the replicas yet: retried
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
